@@ -24,6 +24,9 @@ pub struct Transmit {
     pub bytes: Vec<u8>,
     /// When it was scheduled to leave, ns (the caller may be late).
     pub due_ns: u64,
+    /// What was done to it (`record::marks`); a corrupted packet must keep its
+    /// own checksum, so a writer must not merge it with others.
+    pub marks: u8,
 }
 
 /// Counters of one direction.
@@ -232,9 +235,9 @@ impl Link {
         let Lined { due, copy, pkt, .. } = lined;
         let mut pkt = pkt;
         if copy {
-            let bytes = pkt.bytes.clone();
+            let (bytes, marks) = (pkt.bytes.clone(), pkt.rec.marks);
             finish(&mut d.counters, &mut self.records, pkt.rec, Fate::Duplicate, Some(due));
-            return Some(Transmit { dir, bytes, due_ns: due });
+            return Some(Transmit { dir, bytes, due_ns: due, marks });
         }
         d.release_holds(&pkt, now, &mut self.seq);
         if pkt.asked.duplicate {
@@ -244,8 +247,9 @@ impl Link {
             d.line.push(Lined { due, seq: self.seq, copy: true, pkt: copy });
         }
         let Pkt { rec, bytes, .. } = *pkt;
+        let marks = rec.marks;
         finish(&mut d.counters, &mut self.records, rec, Fate::Delivered, Some(due));
-        Some(Transmit { dir, bytes, due_ns: due })
+        Some(Transmit { dir, bytes, due_ns: due, marks })
     }
 
     /// A lower bound, ns, on the next time `poll_transmit` can return a packet: the

@@ -6,6 +6,8 @@ use crate::control::{self, Client, Listener, Request};
 use crate::output::{summary, Log, SidePcap};
 use crate::sys::{self, Epoll, TimerFd};
 use longlook_link::lateness::Lateness;
+use longlook_link::offload::{self, Coalescer, VnetHdr, VNET_HDR_LEN};
+use longlook_link::record::marks;
 use longlook_link::{Dir, Link};
 use serde_json::json;
 use std::collections::HashMap;
@@ -19,10 +21,11 @@ const T_SIGNAL: u64 = 3;
 const T_LISTEN: u64 = 4;
 const T_CONTROL_BASE: u64 = 100;
 
-/// Packets read from one device per wake-up before the other gets a turn.
-const READ_BATCH: usize = 256;
-/// Largest packet a TUN hands us (64 KiB covers any IP packet).
-const BUF_BYTES: usize = 65536;
+/// Wire packets taken from one device per wake-up before deliveries get a turn
+/// (bounds the lateness a burst of reads can cause).
+const READ_BATCH: usize = 64;
+/// Largest read a TUN hands us: a 64 KiB IP packet plus the virtio-net header.
+const BUF_BYTES: usize = 65536 + VNET_HDR_LEN;
 
 pub struct Router {
     pub link: Link,
@@ -33,6 +36,8 @@ pub struct Router {
     pub control: Option<Listener>,
     /// Deliver every packet due within this many ns of now on each wake-up.
     pub slice_ns: u64,
+    /// Devices carry virtio-net headers (segmentation offload; see `offload`).
+    pub offload: bool,
     /// CLOCK_MONOTONIC and CLOCK_REALTIME at the link's time 0.
     pub start_mono: u64,
     pub start_unix: u64,
@@ -40,6 +45,9 @@ pub struct Router {
 
 struct LoopState {
     lateness: Lateness,
+    /// Wire packets of the current read, and the per-side write coalescers.
+    segments: Vec<Vec<u8>>,
+    coalesce: [Coalescer; 2],
     write_errors: u64,
     stop: bool,
     clients: HashMap<u64, Client>,
@@ -74,6 +82,8 @@ impl Router {
         }
         let mut st = LoopState {
             lateness: Lateness::default(),
+            segments: Vec::new(),
+            coalesce: [Coalescer::default(), Coalescer::default()],
             write_errors: 0,
             stop: false,
             clients: HashMap::new(),
@@ -87,8 +97,8 @@ impl Router {
             let n = epoll.wait(&mut events, timeout_ms)?;
             for ev in &events[..n] {
                 match ev.u64 {
-                    T_CLIENT => self.read_side(Dir::C2s, &mut buf)?,
-                    T_SERVER => self.read_side(Dir::S2c, &mut buf)?,
+                    T_CLIENT => self.read_side(Dir::C2s, &mut buf, &mut st.segments)?,
+                    T_SERVER => self.read_side(Dir::S2c, &mut buf, &mut st.segments)?,
                     T_TIMER => timer.drain(),
                     T_SIGNAL => st.stop = true,
                     T_LISTEN => self.accept(&epoll, &mut st),
@@ -109,35 +119,66 @@ impl Router {
         Ok(())
     }
 
-    /// Reads up to a batch of packets travelling in `dir` into the link.
-    fn read_side(&mut self, dir: Dir, buf: &mut [u8]) -> io::Result<()> {
+    /// Reads up to a batch of packets travelling in `dir` into the link, cutting
+    /// offloaded super-packets into wire packets first.
+    fn read_side(&mut self, dir: Dir, buf: &mut [u8], segments: &mut Vec<Vec<u8>>) -> io::Result<()> {
         let fd = self.tun[side_in(dir)].as_raw_fd();
-        for _ in 0..READ_BATCH {
+        let mut taken = 0;
+        while taken < READ_BATCH {
             let Some(n) = sys::read_packet(fd, buf)? else { break };
             let now = self.now();
-            if let Some(p) = &mut self.pcap {
-                p[side_in(dir)].write(self.start_unix + now, &buf[..n])?;
+            segments.clear();
+            if self.offload {
+                let Some(h) = VnetHdr::parse(&buf[..n]) else { continue };
+                offload::split(h, &buf[VNET_HDR_LEN..n], segments);
+            } else {
+                segments.push(buf[..n].to_vec());
             }
-            self.link.on_packet(now, dir, &buf[..n]);
+            taken += segments.len();
+            for seg in segments.iter() {
+                if let Some(p) = &mut self.pcap {
+                    p[side_in(dir)].write(self.start_unix + now, seg)?;
+                }
+                self.link.on_packet(now, dir, seg);
+            }
         }
         Ok(())
     }
 
-    /// Writes every packet due within the slice and logs finished records.
+    /// Writes every packet due within the slice (merging TCP segments per side when
+    /// offloading) and logs finished records.
     fn deliver(&mut self, st: &mut LoopState) -> io::Result<()> {
         let horizon = self.now() + self.slice_ns;
         while let Some(t) = self.link.poll_transmit(horizon) {
             let out = 1 - side_in(t.dir);
             let now = self.now();
-            if sys::write_packet(self.tun[out].as_raw_fd(), &t.bytes).is_err() {
-                st.write_errors += 1;
-            }
             st.lateness.add(t.due_ns, now);
             if let Some(p) = &mut self.pcap {
                 p[out].write(self.start_unix + now, &t.bytes)?;
             }
+            if !self.offload {
+                if sys::write_packet(self.tun[out].as_raw_fd(), &t.bytes).is_err() {
+                    st.write_errors += 1;
+                }
+                continue;
+            }
+            let mergeable = t.marks & marks::CORRUPT == 0;
+            if !st.coalesce[out].push(&t.bytes, mergeable) {
+                self.write_coalesced(out, st);
+                st.coalesce[out].push(&t.bytes, mergeable);
+            }
         }
+        self.write_coalesced(0, st);
+        self.write_coalesced(1, st);
         self.drain_records(st, false)
+    }
+
+    fn write_coalesced(&self, side: usize, st: &mut LoopState) {
+        if let Some((h, bytes)) = st.coalesce[side].flush() {
+            if sys::write_prefixed(self.tun[side].as_raw_fd(), &h.to_bytes(), bytes).is_err() {
+                st.write_errors += 1;
+            }
+        }
     }
 
     fn drain_records(&mut self, st: &mut LoopState, final_flush: bool) -> io::Result<()> {

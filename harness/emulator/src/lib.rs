@@ -6,6 +6,7 @@
 
 pub mod core;
 pub mod lateness;
+pub mod offload;
 pub mod packet;
 pub mod record;
 pub mod schedule;

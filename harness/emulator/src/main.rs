@@ -66,6 +66,9 @@ struct RunArgs {
     /// MTU of both devices, bytes.
     #[arg(long, default_value_t = 1500)]
     mtu: u32,
+    /// Turn off segmentation offload: one system call per packet each way.
+    #[arg(long)]
+    no_offload: bool,
 }
 
 fn main() -> ExitCode {
@@ -103,7 +106,7 @@ fn setup_and_run(args: &RunArgs, schedule: Schedule) -> Result<(), String> {
     // Block the signals first, so a SIGTERM during setup still ends in a clean stop.
     let signals = sys::termination_signals().map_err(|e| e.to_string())?;
     let open = |ns: &str, dev: &str| {
-        sys::in_netns(ns, || sys::open_tun(dev, args.mtu, 5000)).map_err(|e| setup_hint(ns, e))
+        sys::in_netns(ns, || sys::open_tun(dev, args.mtu, 5000, !args.no_offload)).map_err(|e| setup_hint(ns, e))
     };
     let client = open(&args.client_netns, &args.client_dev)?;
     let server = open(&args.server_netns, &args.server_dev)?;
@@ -134,6 +137,7 @@ fn setup_and_run(args: &RunArgs, schedule: Schedule) -> Result<(), String> {
         pcap,
         control,
         slice_ns: args.slice_us * 1000,
+        offload: !args.no_offload,
         start_mono,
         start_unix,
     };

@@ -9,20 +9,33 @@ use serde_json::json;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// The ground-truth log. Lines are formatted on the router thread into chunks that a
+/// writer thread puts in the file: page-cache writeback can stall a write(2) for tens
+/// of milliseconds, which must not delay packets. Memory stays bounded: at most
+/// `CHUNKS_IN_FLIGHT` chunks wait for the writer before the router waits too.
 pub struct Log {
-    out: BufWriter<Box<dyn Write>>,
+    inner: Option<LogWriter>,
 }
+
+struct LogWriter {
+    chunk: Vec<u8>,
+    tx: Option<SyncSender<Vec<u8>>>,
+    recycled: Receiver<Vec<u8>>,
+    thread: Option<JoinHandle<io::Result<()>>>,
+}
+
+const CHUNK_BYTES: usize = 256 * 1024;
+const CHUNKS_IN_FLIGHT: usize = 32;
 
 impl Log {
     /// Opens the log (`None`: records are discarded) and writes the header line.
     pub fn create(path: Option<&Path>, link: &Link, argv: &[String], start_unix_ns: u64) -> io::Result<Log> {
-        let sink: Box<dyn Write> = match path {
-            Some(p) => Box::new(File::create(p)?),
-            None => Box::new(io::sink()),
-        };
-        let mut out = BufWriter::with_capacity(1 << 20, sink);
+        let Some(path) = path else { return Ok(Log { inner: None }) };
+        let mut file = BufWriter::with_capacity(CHUNK_BYTES, File::create(path)?);
         let header = json!({
             "longlook_link": env!("CARGO_PKG_VERSION"),
             "schedule": link.schedule(),
@@ -30,24 +43,62 @@ impl Log {
             "argv": argv,
             "start_unix_ns": start_unix_ns,
         });
-        serde_json::to_writer(&mut out, &header)?;
-        out.write_all(b"\n")?;
-        Ok(Log { out })
+        serde_json::to_writer(&mut file, &header)?;
+        file.write_all(b"\n")?;
+        file.flush()?;
+        let (tx, rx) = sync_channel::<Vec<u8>>(CHUNKS_IN_FLIGHT);
+        let (back, recycled) = sync_channel::<Vec<u8>>(CHUNKS_IN_FLIGHT);
+        let thread = std::thread::Builder::new().name("log-writer".into()).spawn(move || {
+            for mut chunk in rx {
+                file.write_all(&chunk)?;
+                file.flush()?;
+                chunk.clear();
+                let _ = back.try_send(chunk);
+            }
+            file.flush()
+        })?;
+        let inner = LogWriter { chunk: Vec::with_capacity(CHUNK_BYTES), tx: Some(tx), recycled, thread: Some(thread) };
+        Ok(Log { inner: Some(inner) })
     }
 
     pub fn record(&mut self, r: &Record) -> io::Result<()> {
-        r.write_json(&mut self.out)
+        let Some(w) = &mut self.inner else { return Ok(()) };
+        r.write_json(&mut w.chunk)?;
+        if w.chunk.len() >= CHUNK_BYTES {
+            w.send()?;
+        }
+        Ok(())
     }
 
+    /// Hands what is formatted so far to the writer.
     pub fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
+        match &mut self.inner {
+            Some(w) if !w.chunk.is_empty() => w.send(),
+            _ => Ok(()),
+        }
     }
 
-    /// Writes the closing summary line and flushes.
+    /// Writes the closing summary line and waits until everything is in the file.
     pub fn finish(&mut self, summary: &serde_json::Value) -> io::Result<()> {
-        serde_json::to_writer(&mut self.out, &json!({ "summary": summary }))?;
-        self.out.write_all(b"\n")?;
-        self.out.flush()
+        let Some(w) = &mut self.inner else { return Ok(()) };
+        serde_json::to_writer(&mut w.chunk, &json!({ "summary": summary }))?;
+        w.chunk.push(b'\n');
+        w.send()?;
+        drop(w.tx.take());
+        match w.thread.take().map(|t| t.join()) {
+            Some(Ok(result)) => result,
+            Some(Err(_)) => Err(io::Error::other("log writer thread panicked")),
+            None => Ok(()),
+        }
+    }
+}
+
+impl LogWriter {
+    fn send(&mut self) -> io::Result<()> {
+        let fresh = self.recycled.try_recv().unwrap_or_else(|_| Vec::with_capacity(CHUNK_BYTES));
+        let full = std::mem::replace(&mut self.chunk, fresh);
+        let tx = self.tx.as_ref().ok_or_else(|| io::Error::other("log already finished"))?;
+        tx.send(full).map_err(|_| io::Error::other("log writer stopped (disk full or file error?)"))
     }
 }
 

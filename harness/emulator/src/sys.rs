@@ -63,7 +63,14 @@ pub fn in_netns<T>(ns: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
 
 const IFF_TUN: libc::c_short = 0x0001;
 const IFF_NO_PI: libc::c_short = 0x1000;
+const IFF_VNET_HDR: libc::c_short = 0x4000;
 const TUNSETIFF: libc::c_ulong = 0x400454ca;
+const TUNSETOFFLOAD: libc::c_ulong = 0x400454d0;
+// Checksum and TCP segmentation offload; not UDP (USO), so every QUIC datagram
+// reaches the link as its own packet with its own index.
+const TUN_F_CSUM: libc::c_ulong = 0x01;
+const TUN_F_TSO4: libc::c_ulong = 0x02;
+const TUN_F_TSO6: libc::c_ulong = 0x04;
 
 #[repr(C)]
 struct IfReq {
@@ -90,8 +97,10 @@ impl IfReq {
 }
 
 /// Creates TUN device `name` in the current namespace (non-blocking, no packet-info
-/// header), sets its MTU and txqueuelen and brings it up.
-pub fn open_tun(name: &str, mtu: u32, txqueuelen: u32) -> Result<OwnedFd> {
+/// header), sets its MTU and txqueuelen and brings it up. With `offload`, every read
+/// and write carries a virtio-net header and the kernel may hand over TCP
+/// super-packets and partial checksums (see `offload`).
+pub fn open_tun(name: &str, mtu: u32, txqueuelen: u32, offload: bool) -> Result<OwnedFd> {
     if name.is_empty() || name.len() >= libc::IFNAMSIZ {
         return Err(SysError {
             call: "TUNSETIFF",
@@ -101,9 +110,14 @@ pub fn open_tun(name: &str, mtu: u32, txqueuelen: u32) -> Result<OwnedFd> {
     }
     let fd = open("/dev/net/tun", libc::O_RDWR | libc::O_NONBLOCK)?;
     let mut req = IfReq::new(name);
-    req.set_short(IFF_TUN | IFF_NO_PI);
+    req.set_short(IFF_TUN | IFF_NO_PI | if offload { IFF_VNET_HDR } else { 0 });
     // SAFETY: TUNSETIFF reads an ifreq; req lives for the call.
     check(unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req) }, "TUNSETIFF", name)?;
+    if offload {
+        let f = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
+        // SAFETY: TUNSETOFFLOAD takes the flags by value.
+        check(unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD, f) }, "TUNSETOFFLOAD", name)?;
+    }
     // SAFETY: plain socket creation for interface ioctls.
     let s = check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) }, "socket", "for ioctls")?;
     // SAFETY: s was just created.
@@ -138,6 +152,23 @@ pub fn read_packet(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
         };
     }
     Ok(Some(n as usize))
+}
+
+/// Writes one packet preceded by `prefix` (a virtio-net header, or nothing).
+pub fn write_prefixed(fd: RawFd, prefix: &[u8], buf: &[u8]) -> io::Result<()> {
+    if prefix.is_empty() {
+        return write_packet(fd, buf);
+    }
+    let iov = [
+        libc::iovec { iov_base: prefix.as_ptr() as *mut _, iov_len: prefix.len() },
+        libc::iovec { iov_base: buf.as_ptr() as *mut _, iov_len: buf.len() },
+    ];
+    // SAFETY: both iovecs point at live buffers of their lengths; writev only reads.
+    let n = unsafe { libc::writev(fd, iov.as_ptr(), 2) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Writes one packet.
