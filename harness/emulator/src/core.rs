@@ -62,18 +62,28 @@ struct Pkt {
     matched: u64,
 }
 
-/// A packet in the delay line, ordered by (due, seq) as a min-heap.
+/// A packet in the delay line, ordered by (due, seq, after) as a min-heap. `after`
+/// places a packet right behind the one whose seq it shares: a duplicate behind its
+/// original, a released hold behind the packet that released it, even when later
+/// packets are due at the same instant.
 #[derive(Debug)]
 struct Lined {
     due: u64,
     seq: u64,
+    after: u8,
     copy: bool,
     pkt: Box<Pkt>,
 }
 
+impl Lined {
+    fn key(&self) -> (u64, u64, u8) {
+        (self.due, self.seq, self.after)
+    }
+}
+
 impl PartialEq for Lined {
     fn eq(&self, o: &Self) -> bool {
-        (self.due, self.seq) == (o.due, o.seq)
+        self.key() == o.key()
     }
 }
 impl Eq for Lined {}
@@ -84,7 +94,7 @@ impl PartialOrd for Lined {
 }
 impl Ord for Lined {
     fn cmp(&self, o: &Self) -> Ordering {
-        (o.due, o.seq).cmp(&(self.due, self.seq))
+        o.key().cmp(&self.key())
     }
 }
 
@@ -226,25 +236,24 @@ impl Link {
         self.advance(now);
         let pick = Dir::BOTH
             .into_iter()
-            .filter_map(|dir| self.dirs[dir.index()].line.peek().map(|l| (l.due, l.seq, dir)))
-            .filter(|&(due, _, _)| due <= now)
+            .filter_map(|dir| self.dirs[dir.index()].line.peek().map(|l| (l.key(), dir)))
+            .filter(|&((due, _, _), _)| due <= now)
             .min()?;
-        let dir = pick.2;
+        let dir = pick.1;
         let d = &mut self.dirs[dir.index()];
         let lined = d.line.pop().expect("peeked");
-        let Lined { due, copy, pkt, .. } = lined;
+        let Lined { due, seq, copy, pkt, .. } = lined;
         let mut pkt = pkt;
         if copy {
             let (bytes, marks) = (pkt.bytes.clone(), pkt.rec.marks);
             finish(&mut d.counters, &mut self.records, pkt.rec, Fate::Duplicate, Some(due));
             return Some(Transmit { dir, bytes, due_ns: due, marks });
         }
-        d.release_holds(&pkt, now, &mut self.seq);
+        d.release_holds(&pkt, due, seq);
         if pkt.asked.duplicate {
             pkt.asked.duplicate = false;
-            self.seq += 1;
             let copy = Box::new(Pkt { rec: pkt.rec.clone(), bytes: pkt.bytes.clone(), asked: Asked::default(), matched: 0 });
-            d.line.push(Lined { due, seq: self.seq, copy: true, pkt: copy });
+            d.line.push(Lined { due, seq, after: 1, copy: true, pkt: copy });
         }
         let Pkt { rec, bytes, .. } = *pkt;
         let marks = rec.marks;
@@ -322,7 +331,7 @@ impl Link {
             while let Some(i) = d.held.iter().position(|h| h.deadline <= now) {
                 let h = d.held.swap_remove(i);
                 self.seq += 1;
-                d.line.push(Lined { due: h.deadline, seq: self.seq, copy: false, pkt: h.pkt });
+                d.line.push(Lined { due: h.deadline, seq: self.seq, after: 0, copy: false, pkt: h.pkt });
             }
         }
     }
@@ -529,12 +538,13 @@ impl Direction {
             self.held.push(Held { pkt, remaining: k, selector, due, deadline: due + max_hold });
             return;
         }
-        self.line.push(Lined { due, seq, copy: false, pkt });
+        self.line.push(Lined { due, seq, after: 0, copy: false, pkt });
     }
 
-    /// Counts `left` (a packet just delivered) against every hold it is behind, and
-    /// releases holds whose count reached zero, due right now.
-    fn release_holds(&mut self, left: &Pkt, now: u64, seq: &mut u64) {
+    /// Counts `left` (a packet just delivered, due at `due` with line order `seq`)
+    /// against every hold it is behind, and releases holds whose count reached zero
+    /// right behind it (or at their own due time, if later).
+    fn release_holds(&mut self, left: &Pkt, due: u64, seq: u64) {
         let mut i = 0;
         while i < self.held.len() {
             let h = &mut self.held[i];
@@ -545,8 +555,7 @@ impl Direction {
             }
             if h.remaining == 0 {
                 let h = self.held.swap_remove(i);
-                *seq += 1;
-                self.line.push(Lined { due: h.due.max(now), seq: *seq, copy: false, pkt: h.pkt });
+                self.line.push(Lined { due: h.due.max(due), seq, after: 2, copy: false, pkt: h.pkt });
             } else {
                 i += 1;
             }

@@ -294,3 +294,18 @@ fn record_json_is_one_parseable_line() {
     assert_eq!(v["flow"], "udp 198.18.0.1:40000>198.19.0.1:443");
     assert_eq!(v["fate"], "delivered");
 }
+
+#[test]
+fn a_released_hold_leaves_right_after_the_kth_even_in_a_burst() {
+    // All packets due at the same instant: 10 must still leave right after 13.
+    let json = r#"{"seed":1,"phases":[{"start_us":0}],"actions":[{"dir":"c2s","index":10,"action":"hold","k":3},{"dir":"c2s","index":10,"action":"duplicate"}]}"#;
+    let mut link = Link::new(schedule(json));
+    for i in 0..20 {
+        link.on_packet(0, Dir::C2s, &numbered(i));
+    }
+    let mut order = Vec::new();
+    while let Some(t) = link.poll_transmit(1_000) {
+        order.push(seq_of(&t.bytes));
+    }
+    assert_eq!(&order[9..16], &[9, 11, 12, 13, 10, 10, 14]);
+}
