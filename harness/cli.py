@@ -1,0 +1,126 @@
+"""The `longlook` command: run one transfer through the emulated link, list stacks.
+
+    longlook transfer --impl aioquic --cc cubic --bytes 5MB --rate 50mbit --rtt 40ms --loss 0.01 --out runs/a
+    longlook impls
+
+Every user error ends as one line on stderr naming the problem and the fix, exit 2;
+a transfer that fails ends with exit 1 and its artifacts kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from harness import endpoints, units
+from harness.endpoints import StackError
+from harness.schedule import IidLoss, LinkSettings, Phase, Schedule
+
+#: Bytes in one full-size packet, for sizing queues from the BDP.
+MTU = 1500
+
+
+def link_schedule(rate_bps: int, rtt_us: int, loss: float, queue_bytes: int | None, seed: int) -> Schedule:
+    """A symmetric link: rate each way, half the RTT of delay each way, iid loss each
+    way, a drop-tail queue of one BDP (at least 10 packets) unless given."""
+    bdp = rate_bps * rtt_us // 8_000_000
+    queue = queue_bytes or max(bdp, 10 * MTU)
+    settings = LinkSettings(
+        rate_bps=rate_bps, delay_us=rtt_us // 2, queue_bytes=queue,
+        loss=IidLoss(loss) if loss > 0 else None,
+    )
+    return Schedule(seed=seed, phases=(Phase(start_us=0, c2s=settings, s2c=settings),))
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="longlook", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("transfer", help="run one verified transfer through the emulated link")
+    t.add_argument("--impl", required=True, help=f"stack: {', '.join(endpoints.STACKS)}")
+    t.add_argument("--cc", help="congestion control (e.g. newreno, cubic, bbr, or module:Factory)")
+    t.add_argument("--bytes", default="1MB", help="total bytes to fetch, e.g. 20MB (default 1MB)")
+    t.add_argument("--streams", type=int, default=1, help="split into this many objects fetched in parallel")
+    t.add_argument("--schedule", type=Path, help="schedule JSON (docs/emulator.md); instead of --rate/--rtt/--loss")
+    t.add_argument("--rate", help="bottleneck rate each way, e.g. 50mbit")
+    t.add_argument("--rtt", help="round-trip time, e.g. 40ms (half each way)")
+    t.add_argument("--loss", default="0", help="iid loss each way as a fraction, e.g. 0.01")
+    t.add_argument("--queue", help="bottleneck queue, e.g. 64KB (default: one BDP)")
+    t.add_argument("--seed", type=int, default=1, help="seed of the link's random choices")
+    t.add_argument("--timeout", default="120s", help="give up after this long (default 120s)")
+    t.add_argument("--no-pcap", action="store_true", help="do not capture packets")
+    t.add_argument("--out", type=Path, required=True, help="directory for the run's artifacts")
+    sub.add_parser("impls", help="list stacks, their CC algorithms and capabilities")
+    return p
+
+
+def _schedule_from_args(a: argparse.Namespace) -> Schedule:
+    if a.schedule is not None:
+        if a.rate or a.rtt:
+            raise units.UnitError("give either --schedule or --rate/--rtt/--loss, not both")
+        from harness.link import check_schedule
+
+        check_schedule(a.schedule)
+        return Schedule.from_json(json.loads(a.schedule.read_text()))
+    if not (a.rate and a.rtt):
+        raise units.UnitError("give --rate and --rtt (e.g. --rate 50mbit --rtt 40ms), or --schedule FILE")
+    queue = units.size_bytes(a.queue, "--queue") if a.queue else None
+    return link_schedule(units.rate_bps(a.rate), units.time_us(a.rtt), units.fraction(a.loss), queue, a.seed)
+
+
+def cmd_transfer(a: argparse.Namespace) -> int:
+    from harness.topology import EndpointOptions, Testbed, TransferPlan, interrupts_as_exceptions
+
+    stack = endpoints.load(a.impl)
+    stack.resolve_cc(a.cc)
+    if not stack.is_built():
+        raise StackError(f"{stack.name} is not built ({stack.run} or its build output is missing); run `make setup`")
+    total = units.size_bytes(a.bytes)
+    if a.streams < 1:
+        raise units.UnitError("--streams: must be at least 1")
+    sizes = tuple(total // a.streams + (1 if i < total % a.streams else 0) for i in range(a.streams))
+    schedule = _schedule_from_args(a)
+    timeout_s = units.time_us(a.timeout, "--timeout") / 1e6
+    opts = EndpointOptions(cc=a.cc, timeout_s=timeout_s)
+    plan = TransferPlan(sizes=sizes, testcase="multiplexing")
+    with interrupts_as_exceptions(), Testbed(schedule, a.out, pcap=not a.no_pcap) as bed:
+        result = bed.transfer(stack, plan, opts)
+    if result.ok:
+        print(f"{stack.name} {a.cc or stack.default_cc}: {result.bytes} bytes in {result.duration_s:.3f} s, "
+              f"goodput {result.goodput_bps / 1e6:.2f} Mbit/s; artifacts in {a.out}")
+        return 0
+    verdict = "unsupported" if result.unsupported else "FAILED"
+    print(f"{stack.name}: {verdict}: {result.reason}; artifacts in {a.out}", file=sys.stderr)
+    return 1
+
+
+def cmd_impls(_: argparse.Namespace) -> int:
+    for s in endpoints.available():
+        ccs = ", ".join(
+            f"{c.name} ({c.family}{'' if c.beta is None else f', β {c.beta}'})" for c in s.cc.values()
+        )
+        honours = ", ".join(k for k, v in sorted(s.honours.items()) if v) or "-"
+        built = "built" if s.is_built() else "not built (make setup)"
+        print(f"{s.name:9} {s.version:10} {built}\n  cc: {ccs} [default {s.default_cc}]\n  honours: {honours}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _parser().parse_args(argv)
+    from harness.link import LinkError, ScheduleError
+    from harness.netns import NetnsError
+    from harness.topology import TestbedError
+
+    try:
+        return {"transfer": cmd_transfer, "impls": cmd_impls}[a.command](a)
+    except (StackError, units.UnitError, TestbedError, ScheduleError, LinkError, NetnsError) as e:
+        print(f"longlook: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("longlook: interrupted; the testbed was cleaned up", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

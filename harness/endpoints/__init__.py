@@ -1,0 +1,100 @@
+"""The stacks longlook can drive, read from each endpoint's caps.json.
+
+Each stack lives in harness/endpoints/<name>/ with an executable `run` that follows
+docs/endpoints.md and a `caps.json` declaring its version, congestion controllers
+(with family and β, so properties know which rules apply) and which contract options
+it honours. This module is the one place that knows that layout.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ENDPOINTS_DIR = Path(__file__).resolve().parent
+#: The fixed stack names (issue 3's interface); order is the display order.
+STACKS = ("aioquic", "picoquic", "quic-go", "quiche", "quinn", "tcp")
+
+
+class StackError(ValueError):
+    """Unknown stack, unsupported CC or missing build; the message says the fix."""
+
+
+@dataclass(frozen=True)
+class CongestionControl:
+    """One CC algorithm of a stack. beta is the multiplicative decrease (None: BBR)."""
+
+    name: str
+    family: str
+    beta: float | None
+
+
+@dataclass(frozen=True)
+class Stack:
+    name: str
+    version: str
+    directory: Path
+    cc: dict[str, CongestionControl]
+    default_cc: str
+    honours: dict[str, bool] = field(default_factory=dict)
+    qlog_format: str | None = None
+    #: What the build produces (relative to the stack's directory), if anything.
+    artifact: str | None = None
+
+    @property
+    def run(self) -> Path:
+        return self.directory / "run"
+
+    def is_built(self) -> bool:
+        """Whether `make setup` produced what `run` needs."""
+        return self.run.exists() and (self.artifact is None or (self.directory / self.artifact).exists())
+
+    def resolve_cc(self, cc: str | None) -> CongestionControl:
+        """The CC to use; `module:Factory` is accepted where the stack loads by import path."""
+        if cc is None:
+            return self.cc[self.default_cc]
+        name = {"reno": "newreno"}.get(cc, cc)
+        if name in self.cc:
+            return self.cc[name]
+        if ":" in cc and self.honours.get("cc_by_import_path"):
+            # Family unknown until loaded; the properties ask the controller itself.
+            return CongestionControl(cc, "custom", None)
+        raise StackError(
+            f"{self.name} has no congestion control {cc!r}; choose one of "
+            f"{', '.join(sorted(self.cc))}"
+            + (" or module:Factory" if self.honours.get("cc_by_import_path") else "")
+        )
+
+
+def load(name: str) -> Stack:
+    """The stack called `name`; StackError names the known ones if it is not one."""
+    if name not in STACKS:
+        raise StackError(f"unknown stack {name!r}; known stacks: {', '.join(STACKS)}")
+    directory = ENDPOINTS_DIR / name
+    caps_path = directory / "caps.json"
+    if not caps_path.exists():
+        raise StackError(f"stack {name!r} has no {caps_path}; is the checkout complete?")
+    try:
+        caps = json.loads(caps_path.read_text())
+        ccs = {
+            k: CongestionControl(k, v["family"], v.get("beta"))
+            for k, v in caps["cc"].items()
+        }
+        return Stack(
+            name=name,
+            version=str(caps["version"]),
+            directory=directory,
+            cc=ccs,
+            default_cc=caps["default_cc"],
+            honours=dict(caps.get("honours", {})),
+            qlog_format=caps.get("qlog_format"),
+            artifact=caps.get("artifact"),
+        )
+    except (KeyError, TypeError, json.JSONDecodeError) as e:
+        raise StackError(f"{caps_path}: malformed capabilities ({e!r}); see docs/endpoints.md") from None
+
+
+def available() -> list[Stack]:
+    """Every stack whose directory exists, built or not."""
+    return [load(n) for n in STACKS if (ENDPOINTS_DIR / n / "caps.json").exists()]

@@ -1,0 +1,330 @@
+"""The testbed: a client and a server host (network namespaces), the emulated link
+between them, endpoints started inside, and a cleanup that always runs.
+
+    with Testbed(schedule, out_dir) as bed:
+        result = bed.transfer(load("aioquic"), TransferPlan(sizes=(5_000_000,)))
+
+Everything a run produces lands under `out_dir` (layout in docs/testbed.md). Cleanup
+covers success, exceptions and Ctrl-C; a SIGKILLed earlier run is swept on entry
+(namespaces carry their owner's pid, see harness.netns).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from harness import netns
+from harness.certs import write_certs
+from harness.endpoints import Stack
+from harness.link import REPO_ROOT, Link, LinkOptions
+from harness.schedule import Schedule
+
+#: Where the server listens, inside its namespace (docs/endpoints.md).
+SERVER_IP = netns.SERVER_ADDR.split("/")[0]
+SERVER_PORT = 4433
+#: Default flow-control window: far above any BDP a property uses.
+FLOW_WINDOW = 64 * 2**20
+
+
+class TestbedError(RuntimeError):
+    """The testbed could not be set up; the message names the problem and the fix."""
+
+    __test__ = False  # not a pytest test class
+
+
+@dataclass(frozen=True)
+class TransferPlan:
+    """What the client fetches: one object per size, fetched per `testcase`."""
+
+    sizes: tuple[int, ...] = (1_000_000,)
+    #: transfer (sequential), multiplexing (parallel), appidle (sequential + think time)
+    testcase: str = "multiplexing"
+    think_ms: int = 0
+    #: Seed of the objects' contents (deterministic bytes, so reruns are identical).
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class EndpointOptions:
+    """Contract options given to both endpoints; None leaves the stack's default."""
+
+    cc: str | None = None
+    max_datagram_size: int | None = None
+    initial_window: int | None = None
+    flow_window: int = FLOW_WINDOW
+    timeout_s: float = 60.0
+
+
+@dataclass
+class TransferResult:
+    stack: str
+    cc: str | None
+    ok: bool
+    #: Why the run failed or was unsupported ("" when ok).
+    reason: str
+    unsupported: bool
+    bytes: int
+    duration_s: float
+    goodput_bps: float
+    out_dir: str
+    client_rc: int | None = None
+    server_rc: int | None = None
+    files: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def require_root() -> None:
+    """Namespaces and TUN devices need root; say so in one line."""
+    if os.geteuid() != 0:
+        raise TestbedError("longlook needs root for network namespaces and TUN devices; run it with sudo")
+
+
+def write_objects(www: Path, sizes: tuple[int, ...], seed: int) -> dict[str, str]:
+    """Writes the objects the server serves; returns {name: sha256}."""
+    www.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    digests = {}
+    for i, size in enumerate(sizes):
+        name = f"object-{i}-{size}.bin"
+        data = rng.randbytes(size)
+        (www / name).write_bytes(data)
+        digests[name] = hashlib.sha256(data).hexdigest()
+    return digests
+
+
+def _sha256(path: Path) -> str | None:
+    if not path.exists():
+        return None
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class Testbed:
+    """Two hosts and the link; `transfer` runs one client/server exchange."""
+
+    __test__ = False
+
+    def __init__(self, schedule: Schedule, out_dir: str | Path, *, pcap: bool = True, fifo: bool = True):
+        self.schedule = schedule
+        self.out = Path(out_dir)
+        self.pcap = pcap
+        self.fifo = fifo
+        self.client_ns = ""
+        self.server_ns = ""
+        self.link: Link | None = None
+        self._stack = contextlib.ExitStack()
+        self._procs: list[subprocess.Popen] = []
+
+    def __enter__(self) -> Testbed:
+        require_root()
+        self.out.mkdir(parents=True, exist_ok=True)
+        netns.sweep_stale()
+        try:
+            self.client_ns, self.server_ns = self._stack.enter_context(netns.namespace_pair())
+            self._stack.callback(self._stop_endpoints)
+            options = LinkOptions(pcap_dir=self.out / "pcap" if self.pcap else None, fifo=self.fifo)
+            self.link = self._stack.enter_context(
+                Link(self.schedule, self.client_ns, self.server_ns, self.out, options)
+            )
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+    # -- endpoints ---------------------------------------------------------------
+
+    def start_endpoint(self, stack: Stack, role: str, env: dict[str, str], workdir: Path) -> subprocess.Popen:
+        """Starts `stack`'s endpoint as `role` in its namespace, in its own process
+        group (so the whole tree can be stopped), stdout/stderr into `workdir`."""
+        ns = self.client_ns if role == "client" else self.server_ns
+        full_env = dict(os.environ)
+        # Python endpoints run under the harness's interpreter with the caller's
+        # PYTHONPATH plus the checkout and the working directory, so a controller
+        # given by import path is importable inside the namespace. Not all of
+        # sys.path: picoquic's endpoint runs another Python whose stdlib must win.
+        full_env["LL_PYTHON"] = sys.executable
+        paths = [os.environ.get("PYTHONPATH", ""), str(REPO_ROOT), os.getcwd()]
+        full_env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+        full_env.update(env, ROLE=role)
+        out = (workdir / "stdout").open("wb")
+        err = (workdir / "stderr").open("wb")
+        with out, err:
+            proc = subprocess.Popen(
+                ["ip", "netns", "exec", ns, str(stack.run)],
+                env=full_env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                cwd=workdir, start_new_session=True,
+            )
+        self._procs.append(proc)
+        return proc
+
+    def _stop_endpoints(self) -> None:
+        for proc in self._procs:
+            _stop_group(proc)
+        self._procs.clear()
+
+    def transfer(self, stack: Stack, plan: TransferPlan, opts: EndpointOptions = EndpointOptions()) -> TransferResult:
+        """One verified transfer: the client fetches every object of `plan`."""
+        digests = write_objects(self.out / "www", plan.sizes, plan.seed)
+        certs = self.out / "certs"
+        write_certs(certs)
+        roles = {r: self.out / r for r in ("client", "server")}
+        for d in roles.values():
+            (d / "qlog").mkdir(parents=True, exist_ok=True)
+        common = _contract_env(opts, plan)
+        env = {
+            r: dict(common, QLOGDIR=str(d / "qlog"), SSLKEYLOGFILE=str(d / "keys.log"), LL_APPLOG=str(d / "app.ndjson"))
+            for r, d in roles.items()
+        }
+        env["server"].update(LL_ADDR=SERVER_IP, LL_PORT=str(SERVER_PORT), LL_WWW=str(self.out / "www"), LL_CERTS=str(certs))
+        downloads = roles["client"] / "downloads"
+        downloads.mkdir(exist_ok=True)
+        env["client"].update(
+            LL_DOWNLOADS=str(downloads),
+            REQUESTS=" ".join(f"https://{SERVER_IP}:{SERVER_PORT}/{n}" for n in digests),
+        )
+        server = self.start_endpoint(stack, "server", env["server"], roles["server"])
+        waited = _wait_ready(server, roles["server"] / "stdout", timeout_s=10.0)
+        if waited is not None:
+            return self._result(stack, opts, server, None, digests, 0.0, waited)
+        started = time.monotonic()
+        client = self.start_endpoint(stack, "client", env["client"], roles["client"])
+        try:
+            client.wait(timeout=opts.timeout_s + 5.0)
+        except subprocess.TimeoutExpired:
+            _stop_group(client)
+            return self._result(stack, opts, server, client, digests, time.monotonic() - started,
+                                f"client did not finish within {opts.timeout_s + 5.0:.0f} s")
+        elapsed = time.monotonic() - started
+        _stop_group(server)
+        return self._result(stack, opts, server, client, digests, elapsed, None)
+
+    def _result(self, stack, opts, server, client, digests, elapsed, failure) -> TransferResult:
+        downloads = self.out / "client" / "downloads"
+        got = {n: _sha256(downloads / n) for n in digests}
+        size = sum((downloads / n).stat().st_size for n, h in got.items() if h is not None)
+        rc = {"client": client.returncode if client else None, "server": server.returncode}
+        unsupported = 127 in rc.values()
+        reason = failure or ""
+        if not reason:
+            if unsupported:
+                who = "client" if rc["client"] == 127 else "server"
+                reason = _tail(self.out / who / "stderr") or f"{stack.name} {who} reported unsupported (exit 127)"
+            elif rc["client"] != 0:
+                reason = f"client exited with {rc['client']}: {_tail(self.out / 'client' / 'stderr')}"
+            elif any(got[n] != digests[n] for n in digests):
+                bad = [n for n in digests if got[n] != digests[n]]
+                reason = f"wrong or missing bytes in {', '.join(bad)}"
+        duration = _app_duration_s(self.out / "client" / "app.ndjson") or elapsed
+        result = TransferResult(
+            stack=stack.name, cc=opts.cc, ok=not reason, reason=reason, unsupported=unsupported,
+            bytes=size, duration_s=duration, goodput_bps=(size * 8 / duration) if duration > 0 else 0.0,
+            out_dir=str(self.out), client_rc=rc["client"], server_rc=rc["server"],
+        )
+        (self.out / "result.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        return result
+
+
+def _contract_env(opts: EndpointOptions, plan: TransferPlan) -> dict[str, str]:
+    env = {
+        "TESTCASE": plan.testcase,
+        "LL_FLOW_WINDOW": str(opts.flow_window),
+        "LL_TIMEOUT_S": str(int(opts.timeout_s)),
+        "LL_THINK_MS": str(plan.think_ms),
+    }
+    if opts.cc:
+        env["LL_CC"] = opts.cc
+    if opts.max_datagram_size:
+        env["LL_MAX_DATAGRAM_SIZE"] = str(opts.max_datagram_size)
+    if opts.initial_window:
+        env["LL_INITIAL_WINDOW"] = str(opts.initial_window)
+    return env
+
+
+def _wait_ready(proc: subprocess.Popen, stdout: Path, timeout_s: float) -> str | None:
+    """Waits for the server's ready line; returns None, or why it never came."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if stdout.exists() and '"ready"' in stdout.read_text(errors="replace"):
+            return None
+        if proc.poll() is not None:
+            return f"server exited with {proc.returncode} before it was ready: {_tail(stdout.parent / 'stderr')}"
+        time.sleep(0.02)
+    return f"server not ready within {timeout_s:.0f} s"
+
+
+def _stop_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
+    """SIGTERM the endpoint's process group, SIGKILL it if it lingers; always reap."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=grace_s)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    # Children that left the group are still inside the namespace; the namespace
+    # sweep (netns.kill_namespace_processes) catches them.
+
+
+def _tail(path: Path, limit: int = 400) -> str:
+    if not path.exists():
+        return ""
+    lines = path.read_text(errors="replace").strip().splitlines()
+    return (lines[-1] if lines else "")[-limit:]
+
+
+def _app_duration_s(applog: Path) -> float | None:
+    """First request_start to last request_done in the client's app log, seconds."""
+    if not applog.exists():
+        return None
+    starts, dones = [], []
+    for line in applog.read_text(errors="replace").splitlines():
+        with contextlib.suppress(json.JSONDecodeError, AttributeError):
+            ev = json.loads(line)
+            if ev.get("event") == "request_start":
+                starts.append(ev["t_us"])
+            elif ev.get("event") == "request_done":
+                dones.append(ev["t_us"])
+    if not starts or not dones:
+        return None
+    return (max(dones) - min(starts)) / 1e6
+
+
+@contextlib.contextmanager
+def interrupts_as_exceptions() -> Iterator[None]:
+    """Turns SIGTERM into KeyboardInterrupt so `with Testbed` cleans up on it too.
+
+    Only in this process: pyroute2 forks helpers (namespace creation) that inherit
+    the handler, and a forked copy must die quietly, not run our cleanup.
+    """
+    owner = os.getpid()
+
+    def handler(signum, frame):
+        if os.getpid() != owner:
+            os._exit(128 + signum)
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)

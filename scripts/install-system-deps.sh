@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the harness and its tests need, only those missing.
+# iproute2: `ip netns exec`; iperf3: throughput checks.
+# Bench-only packages (ns-3, g++) live in scripts/install-bench-deps.sh.
+set -euo pipefail
+
+PACKAGES=(iproute2 iperf3)
+
+# Prints the packages of "$@" that dpkg does not report as installed.
+missing_packages() {
+    local pkg
+    for pkg in "$@"; do
+        if ! dpkg -s "$pkg" 2>/dev/null | grep -q '^Status: install ok installed'; then
+            echo "$pkg"
+        fi
+    done
+}
+
+mapfile -t missing < <(missing_packages "${PACKAGES[@]}")
+if [ "${#missing[@]}" -eq 0 ]; then
+    exit 0
+fi
+
+echo "install-system-deps: installing ${missing[*]}"
+SUDO=()
+if [ "$(id -u)" -ne 0 ]; then
+    if ! command -v sudo >/dev/null; then
+        echo "install-system-deps: need root (or sudo) to install: ${missing[*]}" >&2
+        exit 1
+    fi
+    SUDO=(sudo)
+fi
+# A fresh machine has no package lists yet; update once before installing.
+"${SUDO[@]}" apt-get update -q
+DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,50 @@
+"""Shared fixtures: the emulator binary, root check, stale-run sweep, the lab."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from harness.link import LinkBinaryMissing, find_binary
+from harness.netns import sweep_stale
+from lab import lab_session  # tests/ is on sys.path (rootdir conftest, prepend import mode)
+
+
+# CI sets this so that a missing binary or root fails instead of skipping
+# the tests that matter most.
+REQUIRE_ENV = "LONGLOOK_REQUIRE_NETNS"
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip with ``reason``, or fail when $LONGLOOK_REQUIRE_NETNS=1."""
+    if os.environ.get(REQUIRE_ENV) == "1":
+        pytest.fail(f"{reason} (and {REQUIRE_ENV}=1 forbids skipping)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def link_binary():
+    """The built emulator, or skip with the fix."""
+    try:
+        return find_binary()
+    except LinkBinaryMissing as err:
+        skip_or_fail(str(err))
+
+
+@pytest.fixture(scope="session")
+def netns_ready(link_binary):
+    """Root plus the binary; sweeps what killed earlier runs left, once per session."""
+    if os.geteuid() != 0:
+        skip_or_fail("needs root to create network namespaces")
+    removed = sweep_stale()
+    if removed:
+        print(f"swept stale namespaces of earlier runs: {removed}")
+    return link_binary
+
+
+@pytest.fixture
+def lab(netns_ready, tmp_path):
+    """A fresh client/server namespace pair with endpoint helpers, always cleaned up."""
+    with lab_session(tmp_path) as bench:
+        yield bench

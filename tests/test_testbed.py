@@ -1,0 +1,117 @@
+"""The testbed and the `longlook` command: a verified transfer per stack through an
+impaired link, clean failure messages, and nothing left behind by a killed run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import skip_or_fail
+from harness import endpoints, netns
+
+pytestmark = pytest.mark.netns
+
+CLI = [sys.executable, "-m", "harness.cli"]
+
+
+def longlook(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stack", endpoints.STACKS)
+def test_transfer_completes_through_a_lossy_link(netns_ready, stack, tmp_path):
+    """Issue 3's bar: every endpoint completes a verified transfer through a
+    50 Mbit/s, 40 ms, 1% loss link."""
+    if not endpoints.load(stack).is_built():
+        skip_or_fail(f"{stack} is not built; run `make setup`")
+    out = tmp_path / stack
+    r = longlook("transfer", "--impl", stack, "--bytes", "2MB", "--rate", "50mbit", "--rtt", "40ms",
+                 "--loss", "0.01", "--out", str(out))
+    assert r.returncode == 0, f"{stack}: {r.stdout}{r.stderr}"
+    result = json.loads((out / "result.json").read_text())
+    assert result["ok"] and result["bytes"] == 2_000_000
+    assert "goodput" in r.stdout and str(out) in r.stdout
+    log = (out / "link.ndjson").read_text().splitlines()
+    summary = json.loads(log[-1])["summary"]
+    assert summary["s2c"]["dropped"]["loss_iid"] > 0, "1% loss dropped nothing"
+    if endpoints.load(stack).honours.get("qlog"):
+        assert any((out / "client" / "qlog").iterdir()), "no client qlog"
+    assert (out / "client" / "keys.log").stat().st_size > 0
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--impl", "nosuch"], "known stacks: aioquic"),
+    (["--impl", "quic-go", "--cc", "cubic"], "choose one of newreno"),
+    (["--impl", "aioquic", "--rate", "fast", "--rtt", "40ms"], "--rate"),
+    (["--impl", "aioquic", "--rate", "50mbit"], "give --rate and --rtt"),
+    (["--impl", "aioquic", "--rate", "50mbit", "--rtt", "40ms", "--loss", "2"], "1% is 0.01"),
+])
+def test_bad_input_is_one_clear_line(args, needle, tmp_path):
+    r = longlook("transfer", *args, "--out", str(tmp_path / "o"))
+    assert r.returncode == 2, r.stderr
+    assert needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_bad_schedule_file_names_the_field(netns_ready, tmp_path):
+    bad = tmp_path / "s.json"
+    bad.write_text(json.dumps({"seed": 1, "phases": [{"start_us": 0, "c2s": {"rate_bps": -5}}]}))
+    r = longlook("transfer", "--impl", "aioquic", "--schedule", str(bad), "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "phases[0].c2s.rate_bps" in r.stderr, r.stderr
+
+
+def test_impls_lists_every_stack_with_its_controllers():
+    r = longlook("impls")
+    assert r.returncode == 0, r.stderr
+    for stack in endpoints.STACKS:
+        assert stack in r.stdout
+    assert "cubic (cubic, β 0.7)" in r.stdout
+
+
+def _wait_for(pred, timeout_s: float):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(0.05)
+    return None
+
+
+def test_sigkilled_run_leaves_nothing_after_the_next_run(netns_ready, tmp_path):
+    """SIGKILL a transfer mid-way; the next run sweeps its namespaces, emulator and
+    endpoints, so no namespace, TUN device or process of it remains."""
+    if not endpoints.load("tcp").is_built():
+        skip_or_fail("tcp endpoint is not built; run `make setup`")
+    proc = subprocess.Popen(
+        [*CLI, "transfer", "--impl", "tcp", "--bytes", "50MB", "--rate", "5mbit", "--rtt", "40ms",
+         "--out", str(tmp_path / "killed")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        mine = lambda: [n for n in netns.list_ours() if netns.owner_pid(n) == proc.pid]
+        names = _wait_for(lambda: len(mine()) == 2 and mine(), 20)
+        assert names, "the run never created its namespaces"
+        # Wait until both endpoints run inside them.
+        inside = _wait_for(lambda: (lambda p: len(p) >= 2 and p)(sum((netns.pids_in(n) for n in names), [])), 20)
+        assert inside, "endpoints never started"
+        emulators = list(netns.emulator_pids(set(names)))
+        assert emulators
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    left = sum((netns.pids_in(n) for n in names), []) + emulators
+    assert any(netns.pid_alive(p) for p in left), "SIGKILL of the CLI alone should leave its children"
+    r = longlook("transfer", "--impl", "tcp", "--bytes", "100KB", "--rate", "50mbit", "--rtt", "10ms",
+                 "--out", str(tmp_path / "next"))
+    assert r.returncode == 0, r.stderr
+    assert not set(names) & set(netns.list_ours()), "killed run's namespaces survived"
+    alive = [p for p in left if netns.pid_alive(p)]
+    assert not alive, f"processes of the killed run survived: {alive}"

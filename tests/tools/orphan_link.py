@@ -1,0 +1,28 @@
+"""Leaves a namespace pair and a running emulator behind when SIGKILLed.
+
+Used by the cleanup test: it creates a pair and starts ``longlook-link``,
+prints ``{"client": .., "server": .., "link_pid": ..}`` and sleeps. Killing
+this process with SIGKILL skips every ``finally``, exactly like a crashed run,
+so what it made is left for ``harness.netns.sweep_stale``.
+"""
+
+import json
+import sys
+import time
+
+from harness.link import Link
+from harness.netns import namespace_pair
+from harness.schedule import LinkSettings, Schedule
+
+
+def main(workdir: str) -> None:
+    """Create the pair and the link, report them, then wait to be killed."""
+    schedule = Schedule.constant(seed=1, settings=LinkSettings(delay_us=1000))
+    with namespace_pair() as (client, server):
+        with Link(schedule, client, server, workdir) as link:
+            print(json.dumps({"client": client, "server": server, "link_pid": link.pid}), flush=True)
+            time.sleep(600)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
