@@ -10,6 +10,7 @@ CARGO_FLAGS := --release --locked --manifest-path $(CARGO_MANIFEST)
 
 setup: $(STAMPS)/system-deps $(STAMPS)/python-deps
 	cargo build $(CARGO_FLAGS)
+	harness/endpoints/build-all.sh
 
 $(STAMPS):
 	mkdir -p $@

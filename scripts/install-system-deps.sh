@@ -4,7 +4,8 @@
 # Bench-only packages (ns-3, g++) live in scripts/install-bench-deps.sh.
 set -euo pipefail
 
-PACKAGES=(iproute2 iperf3)
+# cmake, libclang-dev: quiche's BoringSSL build and bindgen (harness/endpoints/rust).
+PACKAGES=(iproute2 iperf3 cmake libclang-dev)
 
 # Prints the packages of "$@" that dpkg does not report as installed.
 missing_packages() {
