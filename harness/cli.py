@@ -52,6 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--no-pcap", action="store_true", help="do not capture packets")
     t.add_argument("--out", type=Path, required=True, help="directory for the run's artifacts")
     sub.add_parser("impls", help="list stacks, their CC algorithms and capabilities")
+    r = sub.add_parser("replay", help="re-run exactly the property example saved in DIR")
+    r.add_argument("dir", type=Path, help="an example directory (the path a failure report names)")
     return p
 
 
@@ -106,6 +108,22 @@ def cmd_impls(_: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_replay(a: argparse.Namespace) -> int:
+    """Runs the saved example's property test on exactly that example, via pytest."""
+    import subprocess
+
+    from harness.link import REPO_ROOT
+
+    saved = a.dir / "example.json"
+    if not saved.exists():
+        raise units.UnitError(f"{saved} does not exist; give the example directory a failure report names")
+    example = json.loads(saved.read_text())
+    argv = [sys.executable, "-m", "pytest", example["nodeid"], "--longlook-replay", str(a.dir.resolve()),
+            "--artifacts", str((a.dir / "replay").resolve()), "-p", "no:cacheprovider", "-q"]
+    print(f"longlook replay: {example['nodeid']} ({example['stack']} {example['cc']})", flush=True)
+    return subprocess.run(argv, cwd=REPO_ROOT, check=False).returncode
+
+
 def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
     from harness.link import LinkError, ScheduleError
@@ -113,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     from harness.topology import TestbedError
 
     try:
-        return {"transfer": cmd_transfer, "impls": cmd_impls}[a.command](a)
+        return {"transfer": cmd_transfer, "impls": cmd_impls, "replay": cmd_replay}[a.command](a)
     except (StackError, units.UnitError, TestbedError, ScheduleError, LinkError, NetnsError) as e:
         print(f"longlook: {e}", file=sys.stderr)
         return 2

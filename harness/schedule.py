@@ -129,14 +129,14 @@ class FlowSelector:
     """Packets of one direction whose protocol matches and either port is ``port``."""
 
     proto: str
-    port: int
+    port: int | None = None  # None: every flow of that protocol
 
     def __post_init__(self) -> None:
         if self.proto not in PROTOS:
             raise ValueError(f"FlowSelector.proto must be one of {PROTOS}, got {self.proto!r}")
 
     def to_json(self) -> dict[str, Any]:
-        return {"proto": self.proto, "port": self.port}
+        return _drop_none({"proto": self.proto, "port": self.port})
 
 
 @dataclass(frozen=True)

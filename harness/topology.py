@@ -122,7 +122,8 @@ class Testbed:
 
     def __init__(self, schedule: Schedule, out_dir: str | Path, *, pcap: bool = True, fifo: bool = True):
         self.schedule = schedule
-        self.out = Path(out_dir)
+        # Absolute: endpoints run with their own working directories.
+        self.out = Path(out_dir).resolve()
         self.pcap = pcap
         self.fifo = fifo
         self.client_ns = ""

@@ -1,0 +1,128 @@
+"""longlook's pytest plugin: which stacks and controllers to test, where artifacts
+go, Hypothesis profiles, and a report section with the replay line of a failure.
+
+Options (group "longlook"; each also settable by environment variable):
+  --impl NAME[,NAME…]   stacks to test (LONGLOOK_IMPL; default: every built stack)
+  --cc ALG              one CC for every stack, or module:Factory (LONGLOOK_CC)
+  --artifacts DIR       where examples are kept (LONGLOOK_ARTIFACTS; default artifacts/)
+  --keep-passing        keep passing examples' directories too
+  --longlook-replay DIR re-run exactly the example saved in DIR
+
+Hypothesis profiles, chosen with Hypothesis' own --hypothesis-profile:
+  ci       a few derandomised examples per property; deadline off; shrinking bounded
+  dev      the default: more examples, still quick
+  release  thorough: many examples and full statistics for slow properties
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+
+IMPL_HELP = "stacks to test, comma-separated (default: every stack that is built)"
+CC_HELP = "congestion control for every stack: a name (newreno, cubic, bbr) or module:Factory"
+ARTIFACTS_HELP = "directory for the examples' artifacts (default: artifacts/)"
+REPLAY_ENV = "LONGLOOK_REPLAY"
+
+_common = dict(
+    deadline=None,
+    derandomize=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+settings.register_profile("ci", max_examples=3, derandomize=True, **{k: v for k, v in _common.items() if k != "derandomize"})
+settings.register_profile("dev", max_examples=8, **_common)
+settings.register_profile("release", max_examples=40, **_common)
+settings.register_profile("replay", max_examples=1, phases=[Phase.explicit, Phase.generate], **_common)
+# Hypothesis' own --hypothesis-profile, applied later at configure time, wins.
+settings.load_profile("dev")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("longlook", "longlook conformance properties")
+    g.addoption("--impl", default=os.environ.get("LONGLOOK_IMPL"), help=IMPL_HELP)
+    g.addoption("--cc", default=os.environ.get("LONGLOOK_CC"), help=CC_HELP)
+    g.addoption("--artifacts", default=os.environ.get("LONGLOOK_ARTIFACTS", "artifacts"), help=ARTIFACTS_HELP)
+    g.addoption("--keep-passing", action="store_true", help="keep passing examples' artifacts too")
+    g.addoption("--longlook-replay", default=None, help="re-run exactly the example saved in this directory")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    replay = config.getoption("--longlook-replay")
+    if replay:
+        # Read by harness.strategies.replayable() when test modules are imported.
+        os.environ[REPLAY_ENV] = str(Path(replay).resolve())
+        settings.load_profile("replay")
+    config.addinivalue_line("markers", "slow: long runs or repetitions; fixed @example cases only under the ci profile")
+
+
+def _targets(config: pytest.Config):
+    from harness import endpoints
+    from harness.endpoints import StackError
+    from harness.runner import Target
+
+    replay = os.environ.get(REPLAY_ENV)
+    if replay:
+        saved = json.loads((Path(replay) / "example.json").read_text())
+        return [Target.parse(saved["stack"], saved["cc"])]
+    names = config.getoption("--impl")
+    cc = config.getoption("--cc")
+    stacks = [s.strip() for s in names.split(",")] if names else [s.name for s in endpoints.available() if s.is_built()]
+    targets = []
+    for name in stacks:
+        try:
+            stack = endpoints.load(name)
+        except StackError as e:
+            raise pytest.UsageError(f"--impl: {e}") from None
+        if cc:
+            try:
+                targets.append(Target(stack, stack.resolve_cc(cc)))
+            except StackError:
+                continue  # this stack lacks the CC; others may have it
+        else:
+            targets += [Target(stack, c) for c in stack.cc.values() if c.family in ("newreno", "cubic")]
+    if not targets:
+        raise pytest.UsageError(f"no stack among {stacks} offers --cc {cc!r}; see `longlook impls`")
+    return targets
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "target" in metafunc.fixturenames:
+        targets = _targets(metafunc.config)
+        metafunc.parametrize("target", targets, ids=[t.id for t in targets])
+
+
+@pytest.fixture(scope="session")
+def longlook(request: pytest.FixtureRequest):
+    """The example runner (session-scoped: Hypothesis runs many examples per test)."""
+    from harness.runner import Runner
+    from harness.topology import require_root
+
+    require_root()
+    runner = Runner(Path(request.config.getoption("--artifacts")), request.config.getoption("--keep-passing"))
+    request.config._longlook_runner = runner
+    return runner
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    outcome = yield
+    report = outcome.get_result()
+    runner = getattr(item.config, "_longlook_runner", None)
+    if report.when != "call" or not report.failed or runner is None:
+        return
+    failed = runner.failures.get(item.nodeid)
+    if failed is None:
+        return
+    from harness.runner import replay_command
+
+    files = sorted(p.relative_to(failed) for p in failed.rglob("*") if p.is_file() and "www" not in p.parts)
+    listing = "\n".join(f"  {f}" for f in files[:40])
+    report.sections.append((
+        "longlook artifacts",
+        f"minimal failing example: {failed}\n{listing}\nreplay: {replay_command(failed)}",
+    ))

@@ -1,0 +1,181 @@
+"""One property example end to end: run a transfer under a schedule, observe it, keep
+the artifacts of failures, and make every failure replayable.
+
+    with runner.run(target, schedule, plan) as obs:
+        assert ..., message built from obs
+
+An example's directory holds example.json (everything needed to run it again),
+the testbed's artifacts (schedule, ground truth, pcap, qlog, key logs) and, when it
+failed, verdict.txt. Passing examples' directories are removed unless asked to keep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import traceback
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from harness import endpoints
+from harness.endpoints import CongestionControl, Stack
+from harness.groundtruth import GroundTruth, read_log
+from harness.schedule import Schedule
+from harness.topology import EndpointOptions, Testbed, TransferPlan, TransferResult
+
+#: Default max_datagram_size when the stack is not told otherwise (docs/endpoints.md).
+DEFAULT_MAX_DATAGRAM = 1252
+
+
+@dataclass(frozen=True)
+class Target:
+    """A stack and one of its congestion controllers: what a property runs against."""
+
+    stack: Stack
+    cc: CongestionControl
+
+    @property
+    def id(self) -> str:
+        return f"{self.stack.name}-{self.cc.name}".replace(":", "_")
+
+    @classmethod
+    def parse(cls, stack: str, cc: str | None) -> Target:
+        s = endpoints.load(stack)
+        return cls(s, s.resolve_cc(cc))
+
+
+@dataclass(frozen=True)
+class Example:
+    """Everything that determines one run: replaying it needs nothing else."""
+
+    nodeid: str
+    stack: str
+    cc: str
+    schedule: Schedule
+    plan: TransferPlan
+    timeout_s: float = 60.0
+
+    def to_json(self) -> dict:
+        return {
+            "nodeid": self.nodeid, "stack": self.stack, "cc": self.cc,
+            "schedule": self.schedule.to_json(),
+            "plan": {"sizes": list(self.plan.sizes), "testcase": self.plan.testcase,
+                     "think_ms": self.plan.think_ms, "seed": self.plan.seed},
+            "timeout_s": self.timeout_s,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> Example:
+        p = d["plan"]
+        plan = TransferPlan(sizes=tuple(p["sizes"]), testcase=p["testcase"], think_ms=p["think_ms"], seed=p["seed"])
+        return cls(d["nodeid"], d["stack"], d["cc"], Schedule.from_json(d["schedule"]), plan, d["timeout_s"])
+
+
+class Inconclusive(Exception):
+    """The run cannot decide the property (e.g. an endpoint saturated a CPU core);
+    the plugin turns it into a skip with the reason, never a CC failure."""
+
+
+@dataclass
+class Observation:
+    """What one example produced; heavier views are read on first use."""
+
+    example: Example
+    target: Target
+    result: TransferResult
+    out_dir: Path
+    notes: list[str] = field(default_factory=list)
+
+    @cached_property
+    def ground_truth(self) -> GroundTruth:
+        return read_log(self.out_dir / "link.ndjson")
+
+    @property
+    def max_datagram_size(self) -> int:
+        return DEFAULT_MAX_DATAGRAM
+
+    @property
+    def k_minimum_window(self) -> int:
+        """kMinimumWindow = 2 × max_datagram_size (RFC 9002 §7.2)."""
+        return 2 * self.max_datagram_size
+
+    @cached_property
+    def sender(self):
+        """The data sender's (server's) normalised trace of the transfer connection."""
+        from harness.observe.qlog import read_run
+
+        traces = read_run(self.out_dir, self.target.stack.name).get("server", [])
+        if not traces:
+            raise Inconclusive(f"{self.target.stack.name} left no readable server qlog in {self.out_dir}")
+        # The transfer is the connection that sent the most packets.
+        from harness.observe.events import PacketSent
+
+        return max(traces, key=lambda t: len(t.of(PacketSent)))
+
+
+def _slug(nodeid: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid)[-120:]
+
+
+class Runner:
+    """Runs examples under an artifacts root; remembers each test's last failure."""
+
+    def __init__(self, artifacts: Path, keep_passing: bool = False):
+        self.artifacts = artifacts.resolve()
+        self.keep_passing = keep_passing
+        self.failures: dict[str, Path] = {}
+        self._counter = 0
+
+    def _next_dir(self, nodeid: str) -> Path:
+        self._counter += 1
+        d = self.artifacts / _slug(nodeid) / f"example-{self._counter:04d}"
+        if d.exists():
+            shutil.rmtree(d)
+        return d
+
+    @contextlib.contextmanager
+    def run(self, target: Target, schedule: Schedule, plan: TransferPlan, timeout_s: float = 60.0) -> Iterator[Observation]:
+        nodeid = os.environ.get("PYTEST_CURRENT_TEST", "manual").rsplit(" (", 1)[0]
+        example = Example(nodeid, target.stack.name, target.cc.name, schedule, plan, timeout_s)
+        out = self._next_dir(nodeid)
+        out.mkdir(parents=True)
+        (out / "example.json").write_text(json.dumps(example.to_json(), indent=2) + "\n")
+        try:
+            obs = run_example(example, target, out)
+        except Inconclusive as e:
+            # Hypothesis lets pytest's skip through: the whole test is skipped.
+            pytest.skip(f"inconclusive: {e}")
+        try:
+            yield obs
+        except Inconclusive as e:
+            pytest.skip(f"inconclusive: {e}")
+        except BaseException as e:
+            (out / "verdict.txt").write_text("".join(traceback.format_exception_only(type(e), e)))
+            self.failures[nodeid] = out
+            raise
+        else:
+            if not self.keep_passing:
+                shutil.rmtree(out, ignore_errors=True)
+
+
+def run_example(example: Example, target: Target, out: Path) -> Observation:
+    """Runs the transfer of `example` into `out`; a transfer that is unsupported is
+    Inconclusive, one that fails is returned for the property to judge."""
+    opts = EndpointOptions(cc=None if target.cc.name == target.stack.default_cc else target.cc.name,
+                           timeout_s=example.timeout_s)
+    with Testbed(example.schedule, out) as bed:
+        result = bed.transfer(target.stack, example.plan, opts)
+    if result.unsupported:
+        raise Inconclusive(f"{target.id}: {result.reason}")
+    return Observation(example, target, result, out)
+
+
+def replay_command(example_dir: Path) -> str:
+    return f"longlook replay {example_dir}"

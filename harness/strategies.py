@@ -1,0 +1,228 @@
+"""Hypothesis strategies that draw impairment schedules.
+
+Every strategy returns a `harness.schedule.Schedule` (typed, JSON-serialisable) on a
+clean base link, and shrinks toward "no impairment": impairment lists shrink to empty,
+probabilities and extra delays toward 0, indices toward the start of the transfer.
+Impairments are keyed to packet indices of the QUIC flow in the data direction
+(server → client, `s2c`) wherever possible: an index replays far more faithfully in
+real time than a time does, which is what lets Hypothesis shrink.
+
+Bounds keep one example to a few seconds: transfers of about 1 MB on links of
+10–50 Mbit/s and 20–80 ms.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from hypothesis import strategies as st
+
+from harness.schedule import (
+    Action,
+    FlowSelector,
+    GilbertElliottLoss,
+    IidLoss,
+    LinkSettings,
+    Phase,
+    Schedule,
+)
+
+#: kPacketThreshold (RFC 9002 §6.1.1): reordering by fewer packets is not loss.
+K_PACKET_THRESHOLD = 3
+QUIC = FlowSelector("udp")
+MTU = 1500
+#: Set by the pytest plugin's --longlook-replay: every strategy then yields the saved
+#: schedule, so a failure re-runs exactly.
+REPLAY_ENV = "LONGLOOK_REPLAY"
+
+
+def replayable(builder):
+    """Makes a strategy builder yield the schedule saved in $LONGLOOK_REPLAY, if set."""
+    @functools.wraps(builder)
+    def wrapper(*args, **kwargs):
+        saved = os.environ.get(REPLAY_ENV)
+        if saved:
+            example = json.loads((Path(saved) / "example.json").read_text())
+            return st.just(Schedule.from_json(example["schedule"]))
+        return builder(*args, **kwargs)
+
+    return wrapper
+
+
+@dataclass(frozen=True)
+class BaseLink:
+    """The clean link an example's impairments are laid on."""
+
+    rate_bps: int = 20_000_000
+    rtt_us: int = 40_000
+
+    @property
+    def bdp_bytes(self) -> int:
+        return self.rate_bps * self.rtt_us // 8_000_000
+
+    def settings(self, queue_bdp: float = 1.0, **extra) -> LinkSettings:
+        """Both directions' settings: rate, half the RTT each way, a queue of
+        `queue_bdp` BDPs (at least 10 packets)."""
+        queue = max(int(self.bdp_bytes * queue_bdp), 10 * MTU)
+        return LinkSettings(rate_bps=self.rate_bps, delay_us=self.rtt_us // 2, queue_bytes=queue, **extra)
+
+    def schedule(self, seed: int, s2c: LinkSettings | None = None, actions=(), phases=()) -> Schedule:
+        clean = self.settings()
+        first = Phase(start_us=0, c2s=clean, s2c=s2c or clean)
+        return Schedule(seed=seed, phases=(first, *phases), actions=tuple(actions))
+
+
+base_links = st.builds(
+    BaseLink,
+    rate_bps=st.sampled_from([20_000_000, 10_000_000, 50_000_000]),
+    rtt_us=st.sampled_from([40_000, 20_000, 80_000]),
+)
+seeds = st.integers(min_value=0, max_value=2**16)
+#: Data packet indices of the QUIC flow, after the handshake and early slow start.
+data_indices = st.integers(min_value=20, max_value=600)
+
+
+def holds(k_max: int) -> st.SearchStrategy[Action]:
+    """Hold one server→client QUIC datagram behind the next k (1 ≤ k ≤ k_max)."""
+    return st.builds(
+        lambda i, k: Action("s2c", i, "hold", flow=QUIC, k=k),
+        data_indices, st.integers(min_value=1, max_value=k_max),
+    )
+
+
+@replayable
+def reorder_below_threshold(base: BaseLink | None = None) -> st.SearchStrategy[Schedule]:
+    """Reordering RFC 9002 must tolerate: each held datagram is overtaken by fewer than
+    kPacketThreshold others, within far less than kTimeThreshold (9/8 RTT) at these
+    rates. Holds are spaced so two never overlap into a deeper reordering."""
+    return st.builds(
+        _spaced_holds,
+        st.just(base) if base else base_links, seeds,
+        st.lists(holds(K_PACKET_THRESHOLD - 1), min_size=0, max_size=6, unique_by=lambda a: a.index // 10),
+    )
+
+
+@replayable
+def reorder_beyond_threshold(base: BaseLink | None = None) -> st.SearchStrategy[Schedule]:
+    """Reordering deep enough that RFC 9002 declares loss (k ≥ kPacketThreshold)."""
+    deep = st.builds(
+        lambda i, k: Action("s2c", i, "hold", flow=QUIC, k=k),
+        data_indices, st.integers(min_value=K_PACKET_THRESHOLD, max_value=8),
+    )
+    return st.builds(
+        _spaced_holds,
+        st.just(base) if base else base_links, seeds,
+        st.lists(deep, min_size=1, max_size=4, unique_by=lambda a: a.index // 20),
+    )
+
+
+def _spaced_holds(base: BaseLink, seed: int, actions: list[Action]) -> Schedule:
+    return base.schedule(seed, actions=sorted(actions, key=lambda a: a.index))
+
+
+def index_drops(max_drops: int = 6) -> st.SearchStrategy[list[Action]]:
+    """Drops of chosen server→client QUIC datagrams (isolated or in a burst)."""
+    single = data_indices.map(lambda i: [Action("s2c", i, "drop", flow=QUIC)])
+    burst = st.builds(
+        lambda i, n: [Action("s2c", i + j, "drop", flow=QUIC) for j in range(n)],
+        data_indices, st.integers(min_value=2, max_value=8),
+    )
+    return st.lists(st.one_of(single, burst), max_size=max_drops).map(
+        lambda groups: sorted({a.index: a for g in groups for a in g}.values(), key=lambda a: a.index)
+    )
+
+
+random_loss = st.one_of(
+    st.none(),
+    st.floats(min_value=0.0, max_value=0.05).map(lambda p: IidLoss(round(p, 4))),
+    st.builds(
+        GilbertElliottLoss,
+        p_good_bad=st.floats(min_value=0.0, max_value=0.02).map(lambda p: round(p, 4)),
+        p_bad_good=st.floats(min_value=0.2, max_value=1.0).map(lambda p: round(p, 3)),
+        loss_good=st.just(0.0),
+        loss_bad=st.floats(min_value=0.5, max_value=1.0).map(lambda p: round(p, 3)),
+    ),
+)
+
+
+@replayable
+def loss_only(base: BaseLink | None = None) -> st.SearchStrategy[Schedule]:
+    """Loss in the data direction only: random (iid or bursty) and/or by index."""
+    def build(b: BaseLink, seed: int, loss, drops: list[Action]) -> Schedule:
+        return b.schedule(seed, s2c=b.settings(loss=loss), actions=drops)
+
+    return st.builds(build, st.just(base) if base else base_links, seeds, random_loss, index_drops())
+
+
+@replayable
+def delay_jitter(base: BaseLink | None = None) -> st.SearchStrategy[Schedule]:
+    """Jitter on the data direction, order-preserving or not."""
+    def build(b: BaseLink, seed: int, jitter_us: int, reorders: bool) -> Schedule:
+        s2c = b.settings(jitter_us=jitter_us or None, jitter_reorders=reorders or None)
+        return b.schedule(seed, s2c=s2c)
+
+    return st.builds(
+        build, st.just(base) if base else base_links, seeds,
+        st.integers(min_value=0, max_value=20_000), st.booleans(),
+    )
+
+
+@replayable
+def rate_changes(base: BaseLink | None = None) -> st.SearchStrategy[Schedule]:
+    """The data direction's rate drops (to as little as 10%, Gordo & Tatsis) and
+    possibly recovers, at times within the first seconds."""
+    def build(b: BaseLink, seed: int, at_ms: int, fraction: float, back_ms: int | None) -> Schedule:
+        low = replace(b.settings(), rate_bps=max(int(b.rate_bps * fraction), 500_000))
+        phases = [Phase(start_us=at_ms * 1000, c2s=b.settings(), s2c=low)]
+        if back_ms is not None:
+            phases.append(Phase(start_us=(at_ms + back_ms) * 1000, c2s=b.settings(), s2c=b.settings()))
+        return b.schedule(seed, phases=phases)
+
+    return st.builds(
+        build, st.just(base) if base else base_links, seeds,
+        st.integers(min_value=100, max_value=2000),
+        st.sampled_from([1.0, 0.5, 0.25, 0.1]),
+        st.none() | st.integers(min_value=100, max_value=2000),
+    )
+
+
+@replayable
+def blackholes(base: BaseLink | None = None) -> st.SearchStrategy[Schedule]:
+    """The data direction goes dark for a while (tail loss, PTOs, persistent
+    congestion when long enough), then comes back."""
+    def build(b: BaseLink, seed: int, at_ms: int, dark_ms: int) -> Schedule:
+        dark = replace(b.settings(), blackhole=True)
+        phases = [
+            Phase(start_us=at_ms * 1000, c2s=b.settings(), s2c=dark),
+            Phase(start_us=(at_ms + dark_ms) * 1000, c2s=b.settings(), s2c=b.settings()),
+        ]
+        return b.schedule(seed, phases=phases)
+
+    return st.builds(
+        build, st.just(base) if base else base_links, seeds,
+        st.integers(min_value=100, max_value=1500), st.integers(min_value=10, max_value=3000),
+    )
+
+
+@replayable
+def combinations(base: BaseLink | None = None) -> st.SearchStrategy[Schedule]:
+    """Loss, shallow reordering and jitter together."""
+    def build(b: BaseLink, seed: int, loss, drops, holds_: list[Action], jitter_us: int) -> Schedule:
+        s2c = b.settings(loss=loss, jitter_us=jitter_us or None)
+        return b.schedule(seed, s2c=s2c, actions=sorted(drops + holds_, key=lambda a: a.index))
+
+    return st.builds(
+        build, st.just(base) if base else base_links, seeds, random_loss, index_drops(3),
+        st.lists(holds(K_PACKET_THRESHOLD - 1), max_size=3, unique_by=lambda a: a.index // 10),
+        st.integers(min_value=0, max_value=5_000),
+    )
+
+
+@replayable
+def clean(base: BaseLink | None = None) -> st.SearchStrategy[Schedule]:
+    """No impairment at all: the link's rate, delay and a one-BDP queue."""
+    return st.builds(lambda b, seed: b.schedule(seed), st.just(base) if base else base_links, seeds)
