@@ -263,9 +263,11 @@ impl Link {
 
     /// A lower bound, ns, on the next time `poll_transmit` can return a packet: the
     /// head of a delay line, a hold's bound, or the end of the bottleneck's current
-    /// service plus the base delay then in force. Internal service completions are not
-    /// deadlines of their own, so a loop need not wake for every packet the
-    /// bottleneck serialises.
+    /// service plus the smallest base delay any packet now queued can still get
+    /// (a later phase, or a forced one, may have a shorter delay and, with
+    /// reordering jitter, let a queued packet overtake the head). Internal service
+    /// completions are not deadlines of their own, so a loop need not wake for every
+    /// packet the bottleneck serialises.
     pub fn next_deadline(&self) -> Option<u64> {
         Dir::BOTH
             .into_iter()
@@ -273,14 +275,22 @@ impl Link {
                 let d = &self.dirs[dir.index()];
                 let line = d.line.peek().map(|l| l.due);
                 let held = d.held.iter().map(|h| h.deadline).min();
-                let served = d.head_finish.map(|f| {
-                    let s = self.schedule.phases[self.phase_at(f)].settings(dir);
-                    f + s.delay_us * 1000
-                });
+                let served = d.head_finish.map(|f| f + self.min_delay_from(dir, f));
                 [line, held, served]
             })
             .flatten()
             .min()
+    }
+
+    /// The smallest base delay, ns, of the phase in force at `t` and every phase
+    /// after it (and of a forced phase, which applies whenever it is set).
+    fn min_delay_from(&self, dir: Dir, t: u64) -> u64 {
+        let first = self.phase_at(t).min(starts_index(&self.starts_ns, t));
+        let mut min = self.schedule.phases[first..].iter().map(|p| p.settings(dir).delay_us).min().unwrap_or(0);
+        if let Some((_, i)) = self.forced {
+            min = min.min(self.schedule.phases[i].settings(dir).delay_us);
+        }
+        min * 1000
     }
 
     /// The next finished ground-truth record.
@@ -345,8 +355,13 @@ impl Link {
     }
 }
 
+/// Index of the last time-keyed phase starting at or before `t`.
+fn starts_index(starts_ns: &[u64], t: u64) -> usize {
+    starts_ns.partition_point(|&s| s <= t).saturating_sub(1)
+}
+
 fn phase_at(starts_ns: &[u64], forced: Option<(u64, usize)>, t: u64) -> usize {
-    let k = starts_ns.partition_point(|&s| s <= t).saturating_sub(1);
+    let k = starts_index(starts_ns, t);
     match forced {
         Some((at, i)) if t >= at && at >= starts_ns[k] => i,
         _ => k,

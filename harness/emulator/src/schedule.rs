@@ -107,6 +107,10 @@ pub struct LinkSettings {
     pub blackhole: bool,
 }
 
+/// Largest time any field may give, µs (about 12.7 days): every time is kept in ns
+/// internally, and sums of a few of them must not overflow.
+pub const MAX_TIME_US: u64 = 1 << 40;
+
 /// Default queue limit when a rate is set and no limit is given (packets).
 pub const DEFAULT_QUEUE_PACKETS: u64 = 1000;
 
@@ -279,6 +283,7 @@ impl Schedule {
             }
         }
         for (i, p) in self.phases.iter().enumerate() {
+            time(p.start_us, format!("phases[{i}].start_us")).map_err(|(f, m)| err(f, m))?;
             for dir in Dir::BOTH {
                 validate_settings(p.settings(dir), &format!("phases[{i}].{}", dir.name()))
                     .map_err(|(f, m)| err(f, m))?;
@@ -316,7 +321,16 @@ fn probability(v: f64, field: String) -> Result<(), FieldError> {
     Ok(())
 }
 
+fn time(v: u64, field: String) -> Result<(), FieldError> {
+    if v > MAX_TIME_US {
+        return Err((field, format!("{v} µs is more than the largest time, {MAX_TIME_US} µs (about 12.7 days)")));
+    }
+    Ok(())
+}
+
 fn validate_settings(s: &LinkSettings, at: &str) -> Result<(), FieldError> {
+    time(s.delay_us, format!("{at}.delay_us"))?;
+    time(s.jitter_us, format!("{at}.jitter_us"))?;
     if s.rate_bps == Some(0) {
         return Err((format!("{at}.rate_bps"), "is 0; give a positive rate in bits/s, or omit it for an unlimited link (use blackhole to drop everything)".into()));
     }
@@ -342,6 +356,8 @@ fn validate_settings(s: &LinkSettings, at: &str) -> Result<(), FieldError> {
 }
 
 fn validate_action(a: &Action, at: &str) -> Result<(), FieldError> {
+    time(a.extra_us.unwrap_or(0), format!("{at}.extra_us"))?;
+    time(a.max_hold_us.unwrap_or(0), format!("{at}.max_hold_us"))?;
     let only = |name: &str, present: bool, kind: &str| -> Result<(), FieldError> {
         if present {
             return Err((format!("{at}.{name}"), format!("is not used by action \"{kind}\"; remove it")));
