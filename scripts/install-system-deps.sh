@@ -5,7 +5,9 @@
 set -euo pipefail
 
 # cmake, libclang-dev: quiche's BoringSSL build and bindgen (harness/endpoints/rust).
-PACKAGES=(iproute2 iperf3 cmake libclang-dev)
+# graphviz: `dot` renders the state-transition diagrams (harness/report/diagram.py).
+# tshark: cross-checks our QUIC decryption in tests (tests/test_wire_tshark.py).
+PACKAGES=(iproute2 iperf3 cmake libclang-dev graphviz tshark)
 
 # Prints the packages of "$@" that dpkg does not report as installed.
 missing_packages() {

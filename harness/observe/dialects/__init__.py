@@ -1,0 +1,30 @@
+"""Per-stack qlog dialects: how each stack's qlog differs from the draft.
+
+`get(stack)` gives the stack's `Dialect`; its `convert(raw_trace, Context)` returns a
+normalised `harness.observe.events.Trace`. The mapping tables are in docs/trace.md.
+A stack without a module here is read as standard qlog, with a note.
+"""
+
+from __future__ import annotations
+
+from harness.observe.dialects._base import Context, Dialect
+from harness.observe.dialects.aioquic import AioquicDialect
+from harness.observe.dialects.picoquic import PicoquicDialect
+from harness.observe.dialects.quic_go import QuicGoDialect
+from harness.observe.dialects.quiche import QuicheDialect
+from harness.observe.dialects.quinn import QuinnDialect
+
+__all__ = ["Context", "Dialect", "DIALECTS", "get"]
+
+DIALECTS: dict[str, Dialect] = {
+    d.stack: d for d in (AioquicDialect(), PicoquicDialect(), QuicGoDialect(), QuicheDialect(), QuinnDialect())
+}
+
+
+class _Generic(Dialect):
+    FACTS = ("no dialect module for this stack: read as standard qlog",)
+
+
+def get(stack: str) -> Dialect:
+    """The dialect of `stack` (a `longlook impls` name); standard qlog for unknown stacks."""
+    return DIALECTS.get(stack) or _Generic()

@@ -1,0 +1,398 @@
+"""qlog files → raw traces → normalised `Trace`s (harness.observe.events).
+
+Two layers. `read_raw` turns any qlog file into `RawTrace`s: the file's and the
+trace's metadata plus events as dicts in qlog 0.3 shape (`time`, `name`
+"category:event", `data`), whatever the serialisation:
+
+- JSON: one document, `traces[]` each with `events[]` of objects (qlog 0.3, aioquic);
+- draft-00 JSON: events as arrays described by `event_fields` (picoquic);
+- JSON-SEQ: RS-separated records, the first the header (quic-go, quiche, quinn),
+  also accepted without RS, one record per line.
+
+Broken input never raises from deep inside: what could be read is kept, the trace is
+marked partial and a note names the file and where it broke (line, byte). Only a file
+with nothing readable raises `QlogError`, naming the file.
+
+`read_trace` / `read_run` then apply the stack's dialect (harness/observe/dialects)
+to give one `Trace` per connection per vantage. See docs/trace.md.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.observe.dialects._base import split_connections
+from harness.observe.dialects._salvage import salvage
+from harness.observe.events import Trace
+
+#: Read size for the streaming JSON-SEQ reader.
+CHUNK = 4 << 20
+#: A whole-document JSON file larger than this is refused rather than loaded.
+MAX_DOC_BYTES = 1 << 30
+RS = b"\x1e"
+#: Notes listing individual bad records stop after this many (then a count).
+MAX_RECORD_NOTES = 5
+
+
+class QlogError(Exception):
+    """A qlog file with nothing readable in it; the message names the file."""
+
+
+@dataclass
+class RawTrace:
+    """One trace of a qlog file, before any dialect mapping."""
+
+    source: str
+    #: "JSON", "JSON-SEQ" or "draft-00".
+    format: str
+    #: File-level fields (qlog_version, title, description, …).
+    header: dict[str, Any]
+    #: Trace-level fields (vantage_point, common_fields, configuration, …).
+    meta: dict[str, Any]
+    #: Events as dicts: time (file units), name "category:event", data.
+    events: list[dict[str, Any]]
+    partial: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+@contextmanager
+def no_gc():
+    """Pause the cyclic GC while bulk-loading: parsed JSON has no cycles, yet the
+    collections its millions of dicts trigger cost more than the parse (bench/qlog_bench.py).
+    freeze()+unfreeze() then moves survivors straight to the oldest generation, unswept."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.unfreeze()
+        if was:
+            gc.enable()
+
+
+def read_raw(path: str | Path) -> list[RawTrace]:
+    """Every trace in the qlog file at `path`; QlogError if nothing is readable."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f, no_gc():
+            head = f.read(1 << 16)
+            kind = _sniff(head, path)
+            f.seek(0)
+            if kind == "seq":
+                traces = [_read_seq(f, str(path))]
+            else:
+                traces = _read_doc(f, str(path))
+    except OSError as e:
+        raise QlogError(f"{path}: cannot read: {e.strerror or e}") from e
+    except QlogError:
+        raise
+    except Exception as e:  # a reader bug must still name the file
+        raise QlogError(f"{path}: unreadable: {type(e).__name__}: {e}") from e
+    if not any(t.events or t.header or t.meta for t in traces):
+        raise QlogError(f"{path}: no qlog header or event could be read")
+    return [s for t in traces for s in split_connections(t)]
+
+
+def read_trace(qlog_path: str | Path, stack: str, vantage: str, link_start_unix_ns: int | None,
+               applog_path: str | Path | None = None, link_log_path: str | Path | None = None) -> Trace:
+    """The first connection of one qlog file as a normalised Trace (see read_traces)."""
+    first, *more = read_traces(qlog_path, stack, vantage, link_start_unix_ns, applog_path, link_log_path)
+    if more:
+        first.notes.append(f"{qlog_path}: holds {1 + len(more)} connections; read_traces gives all")
+    return first
+
+
+def read_traces(qlog_path: str | Path, stack: str, vantage: str, link_start_unix_ns: int | None,
+                applog_path: str | Path | None = None, link_log_path: str | Path | None = None) -> list[Trace]:
+    """One normalised Trace per connection in one qlog file.
+
+    Times become µs since the link's start (`link_start_unix_ns`, the link header's
+    `start_unix_ns`); the app log's version record (t_us/wall_us) converts a
+    monotonic qlog clock, and the link log aligns a clock nothing else can (the
+    first datagram). None for `link_start_unix_ns` leaves times on the qlog's own
+    origin, with a note.
+    """
+    from harness.observe import dialects
+
+    dialect = dialects.get(stack)
+    ctx = dialects.Context(stack=stack, vantage=vantage, link_start_unix_ns=link_start_unix_ns,
+                           applog=read_version_record(applog_path) if applog_path else None,
+                           link_log=Path(link_log_path) if link_log_path else None)
+    # One pause for both steps: the raw dicts die by refcount before the collector
+    # returns, so it never has to scan them.
+    with no_gc():
+        return [dialect.convert(raw, ctx) for raw in read_raw(qlog_path)]
+
+
+def read_run(run_dir: str | Path, stack: str) -> dict[str, list[Trace]]:
+    """Traces of a `longlook transfer --out` directory: {"client": [...], "server": [...]}.
+
+    A qlog file that cannot be read at all becomes an empty partial Trace whose note
+    carries the QlogError, so one broken file does not hide the others.
+    """
+    run_dir = Path(run_dir)
+    link_log = run_dir / "link.ndjson"
+    start_ns = read_link_start(link_log)
+    out: dict[str, list[Trace]] = {}
+    for vantage in ("client", "server"):
+        applog = run_dir / vantage / "app.ndjson"
+        traces: list[Trace] = []
+        for q in sorted(p for p in (run_dir / vantage / "qlog").glob("*") if p.is_file()):
+            try:
+                traces += read_traces(q, stack, vantage, start_ns, applog if applog.exists() else None, link_log)
+            except QlogError as e:
+                traces.append(Trace(stack, vantage, [], str(q), partial=True, notes=[str(e)]))
+        out[vantage] = traces
+    return out
+
+
+def read_link_start(link_log: str | Path) -> int:
+    """`start_unix_ns` from the link log's header line (QlogError naming the file if absent)."""
+    try:
+        with open(link_log, "rb") as f:
+            header = json.loads(f.readline())
+        return int(header["start_unix_ns"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise QlogError(f"{link_log}: no link header with start_unix_ns ({type(e).__name__}: {e})") from e
+
+
+def read_version_record(applog: str | Path) -> dict[str, Any] | None:
+    """The app log's first line if it is the version record, else None."""
+    try:
+        with open(applog, "rb") as f:
+            rec = json.loads(f.readline())
+    except (OSError, ValueError):
+        return None
+    return rec if isinstance(rec, dict) and rec.get("event") == "version" else None
+
+
+# ------------------------------------------------------------------------ sniffing
+
+
+def _sniff(head: bytes, path: Path) -> str:
+    """"seq" or "doc" from the first bytes; QlogError for anything else."""
+    body = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not body:
+        raise QlogError(f"{path}: empty file")
+    if body[:1] == RS:
+        return "seq"
+    if body[:1] != b"{":
+        raise QlogError(f"{path}: not qlog (starts with byte 0x{body[0]:02x}, expected '{{' or RS)")
+    # Line-delimited JSON-SEQ without RS: the first line alone is a complete header.
+    first = body.split(b"\n", 1)[0]
+    try:
+        rec = json.loads(first)
+    except (ValueError, RecursionError):
+        return "doc"
+    if isinstance(rec, dict) and "traces" not in rec and ("trace" in rec or "name" in rec) and b"\n" in body:
+        return "seq"
+    return "doc"
+
+
+# ---------------------------------------------------------------------- JSON-SEQ
+
+
+class _SeqState:
+    """Running position and problems of the streaming JSON-SEQ reader."""
+
+    def __init__(self, source: str):
+        """An empty reader state for the file `source`."""
+        self.source = source
+        self.header: dict[str, Any] | None = None
+        self.events: list[dict[str, Any]] = []
+        self.bad: list[str] = []
+        self.n_bad = 0
+        self.line = 1  # line number at the start of the next unparsed byte
+        self.byte = 0
+        self.unterminated = 0  # line of a last record without its LF
+
+    def add(self, rec: Any, line: int, byte: int) -> None:
+        """One parsed record: the header if it is the first and no event, else an event."""
+        if not isinstance(rec, dict):
+            self.fail(line, byte, f"record is a {type(rec).__name__}, not an object")
+        elif self.header is None and not self.events and "name" not in rec:
+            self.header = rec
+        else:
+            self.events.append(rec)
+
+    def add_batch(self, batch: list[Any], line: int, byte: int) -> None:
+        """Fast path for a block whose records all parsed."""
+        if self.header is None and not self.events and batch:
+            self.add(batch[0], line, byte)
+            batch = batch[1:]
+        if all(type(r) is dict for r in batch):
+            self.events += batch
+        else:
+            for rec in batch:
+                self.add(rec, line, byte)
+
+    def fail(self, line: int, byte: int, why: str) -> None:
+        """Counts an unreadable record; the first few are described."""
+        self.n_bad += 1
+        if len(self.bad) < MAX_RECORD_NOTES:
+            self.bad.append(f"line {line} (byte {byte}): {why}")
+
+
+def _read_seq(f, source: str) -> RawTrace:
+    """Stream RS- (or newline-) separated records; bad records are skipped and noted."""
+    st = _SeqState(source)
+    head = f.read(1 << 16)
+    sep = RS if RS in head else b"\n"
+    pending = head
+    while True:
+        chunk = f.read(CHUNK)
+        if chunk:
+            pending += chunk
+            if sep not in chunk:
+                continue
+            cut = pending.rfind(sep)  # the record after it may be incomplete: keep it
+        else:
+            cut = len(pending)
+            # RFC 7464: every record ends with LF; a last one without it may be cut short.
+            if pending.strip() and not pending.rstrip(b" \t\r").endswith(b"\n"):
+                st.unterminated = st.line + pending.strip().count(b"\n")
+        _parse_records(st, pending[:cut], sep)
+        st.line += pending.count(b"\n", 0, cut)
+        st.byte += cut
+        pending = pending[cut:]
+        if not chunk:
+            break
+    return _seq_trace(st)
+
+
+def _parse_records(st: _SeqState, block: bytes, sep: bytes) -> None:
+    """All records of `block`: one json.loads for the lot, per record if that fails."""
+    parts = block.split(sep)
+    recs = [p for p in parts if p.strip()]
+    if not recs:
+        return
+    try:
+        # One C-level parse of "[r1,r2,…]" is several times faster than one call per record.
+        batch = json.loads(b"[" + b",".join(recs) + b"]")
+        if len(batch) == len(recs):
+            st.add_batch(batch, st.line, st.byte)
+            return
+    except (ValueError, RecursionError):
+        pass
+    line, byte = st.line, st.byte
+    for p in parts:
+        if p.strip():
+            try:
+                st.add(json.loads(p), line, byte)
+            except (ValueError, RecursionError) as e:
+                cut_short = isinstance(e, json.JSONDecodeError) and e.pos >= len(p.rstrip()) - 1
+                st.fail(line, byte, f"{'truncated record: ' if cut_short else ''}{type(e).__name__}: {e}")
+        line += p.count(b"\n")
+        byte += len(p) + len(sep)
+
+
+def _seq_trace(st: _SeqState) -> RawTrace:
+    """The RawTrace of a finished JSON-SEQ read, with notes on what was skipped."""
+    header = st.header or {}
+    meta = header.get("trace") if isinstance(header.get("trace"), dict) else {}
+    notes = []
+    if st.header is None:
+        notes.append(f"{st.source}: no header record; events read without it")
+    if st.unterminated and not st.n_bad:
+        notes.append(f"{st.source}: last record (line {st.unterminated}) lacks its closing LF: file may be truncated")
+    if st.n_bad:
+        more = f" (+{st.n_bad - len(st.bad)} more)" if st.n_bad > len(st.bad) else ""
+        notes.append(f"{st.source}: {st.n_bad} unreadable record(s) skipped: " + "; ".join(st.bad) + more)
+    file_header = {k: v for k, v in header.items() if k != "trace"}
+    return RawTrace(st.source, "JSON-SEQ", file_header, meta, st.events, partial=bool(st.n_bad or st.unterminated),
+                    notes=notes)
+
+
+# --------------------------------------------------------------------- JSON document
+
+
+def _read_doc(f, source: str) -> list[RawTrace]:
+    """A whole-document qlog; a broken document is cut back to its last complete part."""
+    data = f.read(MAX_DOC_BYTES + 1)
+    if len(data) > MAX_DOC_BYTES:
+        raise QlogError(f"{source}: larger than {MAX_DOC_BYTES} bytes; refusing to load it whole")
+    notes: list[str] = []
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        notes.append(f"{source}: invalid UTF-8 at byte {e.start}; read up to it")
+        text = data[: e.start].decode("utf-8")
+    start = len(text) - len(text.lstrip("\ufeff \t\r\n"))
+    try:
+        doc, end = json.JSONDecoder().raw_decode(text, start)
+        if text[end:].strip():
+            notes.append(f"{source}: extra data after the JSON document at {_where(text, end)} "
+                         "(two writers in one file?); kept the first document")
+    except (json.JSONDecodeError, RecursionError) as e:
+        pos = getattr(e, "pos", len(text))
+        doc = salvage(text[:pos])
+        what = e.msg if isinstance(e, json.JSONDecodeError) else "nesting too deep"
+        if doc is None:
+            raise QlogError(f"{source}: invalid JSON at {_where(text, pos)}: {what}; nothing salvageable") from None
+        notes.append(f"{source}: invalid JSON at {_where(text, pos)}: {what}; kept what preceded it")
+    if not isinstance(doc, dict):
+        raise QlogError(f"{source}: top-level JSON value is a {type(doc).__name__}, not a qlog object")
+    return _doc_traces(doc, source, notes)
+
+
+def _where(text: str, pos: int) -> str:
+    """'line L, byte B' of a character position, for notes."""
+    line = text.count("\n", 0, pos) + 1
+    return f"line {line}, byte {len(text[:pos].encode('utf-8', 'replace'))}"
+
+
+def _doc_traces(doc: dict[str, Any], source: str, notes: list[str]) -> list[RawTrace]:
+    """A RawTrace per entry of a document's traces[] (or the document itself if it is one trace)."""
+    partial = bool(notes)
+    traces = doc.get("traces")
+    if not isinstance(traces, list):
+        traces = [doc] if isinstance(doc.get("events"), list) else []
+    header = {k: v for k, v in doc.items() if k != "traces"}
+    out = []
+    for tr in traces:
+        if not isinstance(tr, dict):
+            continue
+        meta = {k: v for k, v in tr.items() if k != "events"}
+        fields = tr.get("event_fields") or doc.get("event_fields")
+        events, bad = _doc_events(tr.get("events"), fields)
+        t_notes = notes + ([f"{source}: {bad} malformed event(s) skipped"] if bad else [])
+        out.append(RawTrace(source, "draft-00" if fields else "JSON", header, meta, events, partial, t_notes))
+    if not out:
+        out.append(RawTrace(source, "JSON", header, {}, [], partial=True,
+                            notes=notes + [f"{source}: no traces[] with events in the document"]))
+    return out
+
+
+def _doc_events(events: Any, fields: Any) -> tuple[list[dict[str, Any]], int]:
+    """Events as 0.3-shaped dicts; draft-00 arrays are converted through `fields`."""
+    if not isinstance(events, list):
+        return [], 0
+    if not fields:
+        good = [e for e in events if isinstance(e, dict)]
+        return good, len(events) - len(good)
+    return _draft00_events(events, [str(x) for x in fields])
+
+
+def _draft00_events(events: list[Any], fields: list[str]) -> tuple[list[dict[str, Any]], int]:
+    """draft-00 arrays → 0.3-shaped dicts, and how many were malformed."""
+    idx = {name: i for i, name in enumerate(fields)}
+    i_time = idx.get("relative_time", idx.get("time", idx.get("delta_time")))
+    delta = "relative_time" not in idx and "time" not in idx
+    i_cat, i_ev, i_data = idx.get("category"), idx.get("event", idx.get("event_type")), idx.get("data")
+    out, bad, clock = [], 0, 0.0
+    for e in events:
+        try:
+            t = float(e[i_time])
+            if delta:
+                clock += t
+                t = clock
+            out.append({"time": t, "name": f"{e[i_cat]}:{e[i_ev]}", "data": e[i_data] if i_data is not None else {}})
+        except (TypeError, IndexError, ValueError, KeyError):
+            bad += 1
+    return out, bad

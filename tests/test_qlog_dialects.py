@@ -1,0 +1,171 @@
+"""Dialect rules the small real fixtures do not exercise, on hand-made qlog files:
+PTO and spurious-loss events, unit conversions, state tables, clocks, connection splits."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.observe import events as ev
+from harness.observe import qlog
+
+LINK_START_NS = 1_700_000_000_000_000_000
+LINK_US = LINK_START_NS / 1000
+
+
+def seq(tmp_path: Path, events: list[dict], trace: dict | None = None, name: str = "t.sqlog") -> Path:
+    header = {"qlog_version": "0.3", "qlog_format": "JSON-SEQ",
+              "trace": trace or {"vantage_point": {"type": "server"},
+                                 "common_fields": {"reference_time": {"clock_type": "monotonic", "epoch": "unknown",
+                                                                      "wall_clock_time": "2023-11-14T22:13:20Z"}}}}
+    p = tmp_path / name
+    p.write_bytes(b"".join(b"\x1e" + json.dumps(r).encode() + b"\n" for r in [header] + events))
+    return p
+
+
+def sent(t: float, pn: int, ptype: str = "1RTT") -> dict:
+    return {"time": t, "name": "transport:packet_sent",
+            "data": {"header": {"packet_type": ptype, "packet_number": pn}, "raw": {"length": 1252},
+                     "frames": [{"frame_type": "stream"}]}}
+
+
+def ack(t: float, *ranges: list[int], ptype: str = "1RTT") -> dict:
+    return {"time": t, "name": "transport:packet_received",
+            "data": {"header": {"packet_type": ptype, "packet_number": 0},
+                     "frames": [{"frame_type": "ack", "acked_ranges": list(ranges)}]}}
+
+
+def test_wall_clock_reference_and_units(tmp_path):
+    # 2023-11-14T22:13:20Z is 1_700_000_000 s: the link started at that instant.
+    p = seq(tmp_path, [sent(1.5, 0), {"time": 2.0, "name": "recovery:metrics_updated",
+                                      "data": {"congestion_window": 12000, "smoothed_rtt": 40.5}}])
+    t = qlog.read_trace(p, "quic-go", "server", LINK_START_NS)
+    assert [e.t_us for e in t.events] == [1500.0, 2000.0]
+    assert t.of(ev.Metrics)[0].smoothed_rtt_us == 40_500
+    assert "clock: wall" in t.notes
+
+
+def test_quic_go_pto_spurious_and_acks(tmp_path):
+    p = seq(tmp_path, [
+        sent(0, 0), sent(1, 1), sent(2, 2),
+        {"time": 3, "name": "recovery:loss_timer_updated", "data": {"event_type": "expired", "timer_type": "pto"}},
+        {"time": 4, "name": "recovery:metrics_updated", "data": {"pto_count": 1}},
+        {"time": 5, "name": "recovery:packet_lost",
+         "data": {"header": {"packet_type": "1RTT", "packet_number": 0}, "trigger": "time_threshold"}},
+        ack(6, [0, 2]),
+        {"time": 6, "name": "recovery:spurious_loss", "data": {"packet_number_space": "application_data",
+                                                               "packet_number": 0}},
+    ])
+    t = qlog.read_trace(p, "quic-go", "server", LINK_START_NS)
+    assert len(t.of(ev.PtoExpired)) == 1  # the timer event; pto_count is not counted twice
+    assert [e.pn for e in t.of(ev.PacketAcked)] == [0, 1, 2]  # also the one declared lost
+    assert t.of(ev.SpuriousLoss)[0].pn == 0 and t.of(ev.PacketLost)[0].trigger == "time_threshold"
+
+
+def test_quinn_seconds_pto_from_count_and_no_trigger(tmp_path):
+    trace = {"vantage_point": {"type": "unknown"}, "description": "reference_time_monotonic_us=5000000"}
+    p = seq(tmp_path, [
+        {"time": 0, "name": "recovery:metrics_updated", "data": {"smoothed_rtt": 0.333, "pto_count": 0,
+                                                                 "ssthresh": 2**64 - 1}},
+        sent(1, 7),
+        {"time": 2, "name": "recovery:metrics_updated", "data": {"latest_rtt": 0.041, "pto_count": 1}},
+        {"time": 3, "name": "recovery:packet_lost",
+         "data": {"header": {"packet_type": "1RTT", "packet_number": 7}, "trigger": "reordering_threshold"}},
+    ], trace)
+    applog = tmp_path / "app.ndjson"
+    applog.write_text(json.dumps({"event": "version", "t_us": 4_000_000, "wall_us": LINK_US + 1_000_000}) + "\n")
+    t = qlog.read_trace(p, "quinn", "server", LINK_START_NS, applog)
+    # origin: monotonic 5 s = wall link+2 s
+    assert t.events[0].t_us == 2_000_000 and "clock: monotonic+applog" in t.notes
+    m = t.of(ev.Metrics)
+    assert m[0].smoothed_rtt_us == 333_000 and m[0].ssthresh is None and m[1].latest_rtt_us == 41_000
+    assert [(p.t_us, p.pto_count) for p in t.of(ev.PtoExpired)] == [(2_002_000, 1)]
+    assert t.of(ev.PacketLost)[0].trigger is None
+
+
+def test_quiche_pacing_bytes_and_css(tmp_path):
+    p = seq(tmp_path, [
+        {"time": 0, "name": "quic:recovery_metrics_updated", "data": {"pacing_rate": 1000, "congestion_window": 9}},
+        {"time": 1, "name": "quic:congestion_state_updated", "data": {"new": "conservative_slow_start"}},
+        {"time": 2, "name": "quic:congestion_state_updated", "data": {"new": "bbr_startup"}},
+    ])
+    t = qlog.read_trace(p, "quiche", "server", LINK_START_NS)
+    assert t.of(ev.Metrics)[0].pacing_rate_bps == 8000
+    assert [(s.state, s.raw) for s in t.of(ev.CongestionState)] == [("SlowStart", "conservative_slow_start")]
+    assert any("bbr_startup" in n for n in t.notes)
+
+
+def _picoquic(tmp_path: Path, cc: str | None) -> ev.Trace:
+    doc = {"qlog_version": "draft-00", "traces": [{
+        "vantage_point": {"type": "server"}, "event_fields": ["relative_time", "category", "event", "data"],
+        "configuration": {"time_units": "us"}, "common_fields": {"reference_time": "3000000"},
+        "events": [
+            [10, "transport", "packet_sent", {"packet_type": "1RTT", "header": {"packet_number": 1, "packet_size": 99}}],
+            [20, "recovery", "metrics_updated", {"cwnd": 15360, "smoothed_rtt": 40000, "pacing_rate": 3000000}],
+            [30, "recovery", "congestion_state_updated", {"old": "0", "new": "1"}],
+            [40, "recovery", "packet_lost", {"packet_type": "1RTT", "packet_number": 1, "trigger": "timer"}],
+        ]}]}
+    p = tmp_path / "x.server.qlog"
+    p.write_text(json.dumps(doc))
+    applog = tmp_path / "app.ndjson"
+    rec = {"event": "version", "t_us": 2_000_000, "wall_us": LINK_US + 500_000}
+    if cc:
+        rec["cc"] = cc
+    applog.write_text(json.dumps(rec) + "\n")
+    return qlog.read_trace(p, "picoquic", "server", LINK_START_NS, applog)
+
+
+def test_picoquic_tables_units_and_monotonic_clock(tmp_path):
+    t = _picoquic(tmp_path, "cubic")
+    assert t.events[0].t_us == 1_500_010  # 3 s monotonic = link + 1.5 s, plus 10 µs
+    m = t.of(ev.Metrics)[0]
+    assert (m.congestion_window, m.smoothed_rtt_us, m.pacing_rate_bps) == (15360, 40_000, 3_000_000)
+    assert [s.state for s in t.of(ev.CongestionState)] == ["Recovery"]  # cubic's 1
+    assert t.of(ev.PacketLost)[0].trigger == "pto_expired"
+    assert [s.state for s in _picoquic(tmp_path, "newreno").of(ev.CongestionState)] == ["CongestionAvoidance"]
+    bbr = _picoquic(tmp_path, "bbr")
+    assert not bbr.of(ev.CongestionState) and any("packs its states" in n for n in bbr.notes)
+
+
+def test_aioquic_pto_declared_losses_are_counted(tmp_path):
+    base = 1_700_000_000_000.0  # ms since the epoch = the link's start
+    events = [
+        {"time": base + 1, "name": "transport:packet_sent",
+         "data": {"header": {"packet_type": "1RTT", "packet_number": n}, "frames": [{"frame_type": "stream"}]}}
+        for n in range(6)]
+    events += [
+        {"time": base + 50, "name": "transport:packet_received",
+         "data": {"header": {"packet_type": "1RTT", "packet_number": 0},
+                  "frames": [{"frame_type": "ack", "acked_ranges": [[1, 4]]}]}},
+        {"time": base + 51, "name": "recovery:packet_lost", "data": {"type": "1RTT", "packet_number": 0}},
+        {"time": base + 300, "name": "recovery:packet_lost", "data": {"type": "1RTT", "packet_number": 5}},
+        {"time": base + 301, "name": "recovery:metrics_updated", "data": {"cwnd": 12000, "latest_rtt": 49.0}},
+    ]
+    p = tmp_path / "a.qlog"
+    p.write_text(json.dumps({"qlog_version": "0.3", "traces": [{"events": events}]}))
+    t = qlog.read_trace(p, "aioquic", "client", LINK_START_NS)
+    assert t.events[0].t_us == 1000 and "clock: epoch (event times are wall-clock values)" in t.notes
+    assert [e.trigger for e in t.of(ev.PacketLost)] == [None, None]
+    assert any(n.startswith("aioquic: 1 packet_lost above the largest acknowledged") for n in t.notes)
+    assert t.of(ev.Metrics)[0].congestion_window == 12000
+
+
+def test_interleaved_connections_are_split_and_a_changing_group_is_not(tmp_path):
+    evs = [dict(sent(i, i), group_id="ab"[i % 2]) for i in range(6)]
+    traces = qlog.read_traces(seq(tmp_path, evs), "quic-go", "server", LINK_START_NS)
+    assert [len(t.of(ev.PacketSent)) for t in traces] == [3, 3]
+    evs = [dict(sent(i, i), group_id="a" if i < 2 else "b") for i in range(6)]
+    (one,) = qlog.read_traces(seq(tmp_path, evs, name="u.sqlog"), "quinn", "server", LINK_START_NS)
+    assert len(one.of(ev.PacketSent)) == 6 and any("group_id changes" in n for n in one.notes)
+
+
+def test_acks_ignore_unsent_and_huge_ranges(tmp_path):
+    p = seq(tmp_path, [sent(0, 3), sent(0, 4), ack(0.5, "junk"), ack(1, [0, 2**62]), ack(2, [4])])
+    t = qlog.read_trace(p, "quiche", "server", LINK_START_NS)
+    assert [e.pn for e in t.of(ev.PacketAcked)] == [3, 4]
+    assert any("skipped" in n for n in t.notes)
+
+
+def test_unknown_stack_reads_as_standard_qlog(tmp_path):
+    t = qlog.read_trace(seq(tmp_path, [sent(0, 1)]), "msquic", "client", LINK_START_NS)
+    assert t.of(ev.PacketSent) and any("no dialect module" in n for n in t.notes)

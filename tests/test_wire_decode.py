@@ -1,0 +1,211 @@
+"""The wire view on real captures of all five stacks (tests/fixtures/wire/, made by
+make_fixture.py from `longlook transfer ... --bytes 200KB --rate 20mbit --rtt 40ms
+--loss 0.02`), a key log that does not match, and a key update made in memory."""
+
+from __future__ import annotations
+
+import io
+import ssl
+import struct
+from pathlib import Path
+
+import pytest
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.connection import QuicConnection
+from aioquic.tls import CipherSuite
+
+from harness.certs import write_certs
+from harness.groundtruth import read_log
+from harness.observe.wire import WireError, WireView, iter_pcap, read_keylog, read_wire
+
+FIXTURES = Path(__file__).parent / "fixtures" / "wire"
+STACKS = ("aioquic", "quic-go", "picoquic", "quiche", "quinn")
+OBJECT_BYTES = 200_000  # what each fixture run fetched
+
+
+def load(stack: str, side: str = "server", keylog: Path | None = None) -> WireView:
+    """The decrypted capture of one side of a fixture run."""
+    d = FIXTURES / stack
+    start = read_log(d / "link.ndjson").header["start_unix_ns"]
+    return read_wire(d / "pcap" / f"{side}.pcap", [keylog or d / "keys.log"], start)
+
+
+def _varint(b: bytes, i: int) -> tuple[int, int]:
+    n = 1 << (b[i] >> 6)
+    return int.from_bytes(bytes([b[i] & 0x3F]) + b[i + 1:i + n], "big"), i + n
+
+
+def short_header_packets(pcap: Path) -> int:
+    """1-RTT packets counted from the raw capture, without the wire view: walk each
+    datagram's long-header packets by their Length fields; what follows (unless it is
+    zero padding) is one short-header packet."""
+    count = 0
+    for _, ip in iter_pcap(pcap):
+        if ip[9] != 17:
+            continue
+        b, i = ip[28:], 0
+        while i < len(b) and b[i:].strip(b"\0"):
+            if not b[i] & 0x80:
+                count += 1
+                break
+            j = i + 5
+            j += 1 + b[j]  # DCID
+            j += 1 + b[j]  # SCID
+            if (b[i] & 0x30) >> 4 == 0:  # Initial (QUIC v1): token
+                n, j = _varint(b, j)
+                j += n
+            n, j = _varint(b, j)
+            i = j + n
+    return count
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("side", ["server", "client"])
+def test_every_packet_is_decrypted(stack, side):
+    view = load(stack, side)
+    assert view.notes == [] and view.undecrypted == 0
+    one_rtt = [p for d in view.datagrams for p in d.packets if p.kind == "1rtt"]
+    assert len(one_rtt) == short_header_packets(FIXTURES / stack / "pcap" / f"{side}.pcap") > 50
+    assert all(p.pn is not None and p.frames and p.error is None for p in one_rtt)
+    view.check()
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_stream_data_covers_the_object(stack):
+    """The server's STREAM frames on stream 0 cover exactly the object, with a FIN."""
+    view = load(stack, "server")
+    frames = [f for d in view.datagrams if d.direction == "s2c" for p in d.packets for f in p.frames
+              if f.name == "stream" and f.stream_id == 0]
+    end = max(f.offset + f.length for f in frames)
+    assert any(f.fin and f.offset + f.length == end for f in frames)
+    covered = sorted((f.offset, f.offset + f.length) for f in frames)
+    reach = 0
+    for a, b in covered:
+        assert a <= reach, f"gap at {reach}"
+        reach = max(reach, b)
+    # hq-interop sends the object as is; an HTTP/3-style framing would add a few bytes.
+    assert OBJECT_BYTES <= end < OBJECT_BYTES + 100
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_packet_numbers_and_acks_are_plausible(stack):
+    view = load(stack, "server")
+    sent = [p.pn for d in view.datagrams if d.direction == "s2c" for p in d.packets if p.space == "application"]
+    assert sent == sorted(sent) and len(set(sent)) == len(sent)
+    acks = [f for d in view.datagrams if d.direction == "c2s" for p in d.packets if p.space == "application"
+            for f in p.frames if f.name == "ack"]
+    assert acks and max(a.largest for a in acks) <= max(sent)
+    for a in acks:
+        assert a.ranges[0][1] == a.largest
+        assert all(lo <= hi for lo, hi in a.ranges)
+        assert all(a.ranges[i][0] > a.ranges[i + 1][1] + 1 for i in range(len(a.ranges) - 1))
+
+
+def test_ingress_counts_match_the_ground_truth():
+    for stack in STACKS:
+        gt = read_log(FIXTURES / stack / "link.ndjson")
+        for side, direction in (("server", "s2c"), ("client", "c2s")):
+            assert len(load(stack, side).ingress) == gt.summary[direction]["arrived"], (stack, side)
+
+
+def test_keylog_of_another_run_is_named(tmp_path):
+    view = load("aioquic", "server", keylog=FIXTURES / "quic-go" / "keys.log")
+    assert view.undecrypted > 0
+    note = " ".join(view.notes)
+    assert "key log has no secrets for its client random" in note
+    # What needs no key log is still read: the Initial packets.
+    assert any(p.kind == "initial" and p.pn is not None for d in view.datagrams for p in d.packets)
+    with pytest.raises(WireError, match="client random"):
+        view.check()
+
+
+def test_keylog_with_wrong_secrets_is_named(tmp_path):
+    """Right client random, wrong secrets: nothing past the Initials decrypts."""
+    lines = (FIXTURES / "quinn" / "keys.log").read_text().splitlines()
+    bad = tmp_path / "keys.log"
+    bad.write_text("\n".join(f"{a} {b} {'00' * (len(c) // 2)}" for a, b, c in (x.split() for x in lines)) + "\n")
+    view = load("quinn", "server", keylog=bad)
+    assert view.undecrypted == sum(1 for d in view.datagrams for p in d.packets if p.kind != "initial")
+    assert any("does not match the capture" in n for n in view.notes)
+
+
+def test_empty_keylog_reads_initials_only(tmp_path):
+    empty = tmp_path / "keys.log"
+    empty.write_text("# nothing\n")
+    view = load("quiche", "client", keylog=empty)
+    assert view.undecrypted > 0 and view.notes
+    assert read_keylog(empty) == {}
+
+
+# --- a key update and ChaCha20, made in memory with aioquic ----------------------------
+
+
+def _ipv4_udp(src: bytes, dst: bytes, sport: int, dport: int, payload: bytes) -> bytes:
+    udp = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
+    return struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0, 64, 17, 0, src, dst) + udp
+
+
+def _write_pcap(path: Path, packets: list[tuple[int, bytes]]) -> None:
+    """LINKTYPE_RAW, ns-resolution pcap, as the emulator writes it."""
+    out = bytearray(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, 101))
+    for t_ns, data in packets:
+        out += struct.pack("<IIII", t_ns // 10**9, t_ns % 10**9, len(data), len(data)) + data
+    path.write_bytes(bytes(out))
+
+
+def _in_memory_run(tmp_path: Path, suite: CipherSuite):
+    """Client and server aioquic connections exchanging 60 kB with a key update in the
+    middle; returns (pcap of the client side, key log)."""
+    cert, key = write_certs(tmp_path / "certs")
+    keylog = io.StringIO()
+    ccfg = QuicConfiguration(is_client=True, alpn_protocols=["hq-interop"], secrets_log_file=keylog,
+                             cipher_suites=[suite], verify_mode=ssl.CERT_NONE)
+    scfg = QuicConfiguration(is_client=False, alpn_protocols=["hq-interop"], cipher_suites=[suite])
+    scfg.load_cert_chain(cert, key)
+    client = QuicConnection(configuration=ccfg)
+    server = QuicConnection(configuration=scfg,
+                            original_destination_connection_id=client.original_destination_connection_id)
+    caddr, saddr = ("198.18.0.1", 40000), ("198.19.0.1", 4433)
+    packets, now = [], 1.0
+    client.connect(saddr, now=now)
+
+    def exchange():
+        nonlocal now
+        for _ in range(50):
+            moved = False
+            for src, dst, conn, peer, sa, da in ((client, server, client, server, caddr, saddr),
+                                                 (server, client, server, client, saddr, caddr)):
+                for data, _ in conn.datagrams_to_send(now=now):
+                    moved = True
+                    packets.append((int(now * 1e9), _ipv4_udp(bytes(map(int, sa[0].split("."))),
+                                                              bytes(map(int, da[0].split("."))), sa[1], da[1], data)))
+                    peer.receive_datagram(data, sa, now=now)
+                now += 0.001
+            if not moved:
+                return
+
+    exchange()
+    stream = client.get_next_available_stream_id()
+    client.send_stream_data(stream, b"a" * 30_000)
+    exchange()
+    client.request_key_update()
+    client.send_stream_data(stream, b"b" * 30_000, end_stream=True)
+    exchange()
+    pcap = tmp_path / "client.pcap"
+    _write_pcap(pcap, packets)
+    klog = tmp_path / "keys.log"
+    klog.write_text(keylog.getvalue())
+    return pcap, klog
+
+
+@pytest.mark.parametrize("suite", [CipherSuite.CHACHA20_POLY1305_SHA256, CipherSuite.AES_256_GCM_SHA384])
+def test_key_update_and_cipher_suites(tmp_path, suite):
+    pcap, klog = _in_memory_run(tmp_path, suite)
+    view = read_wire(pcap, [klog])
+    view.check()
+    assert view.connections[0].cipher_suite == suite
+    phases = {(d.direction, p.key_phase) for d in view.datagrams for p in d.packets if p.kind == "1rtt"}
+    assert ("c2s", 1) in phases and ("c2s", 0) in phases  # both generations were read
+    data = sorted((f.offset, f.length) for d in view.datagrams if d.direction == "c2s" for p in d.packets
+                  for f in p.frames if f.name == "stream")
+    assert sum(n for _, n in data) >= 60_000
