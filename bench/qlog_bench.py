@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Parse speed of the qlog readers (harness/observe/qlog.py), in events per second.
+
+Builds large qlog files from the real fixtures in tests/fixtures/qlog (their events
+repeated with shifted times and packet numbers, so the dialects see realistic
+traffic) and times, per format, two layers:
+
+  raw    read_raw: bytes → event dicts (the target: ≥ 500k events/s)
+  trace  read_traces: raw + the stack's dialect → a normalised Trace
+
+Prints ONE JSON line on stdout ({"<stack>": {"events": N, "raw_eps": …,
+"raw_eps_cpu": …, "trace_eps": …, "trace_eps_cpu": …}, …}, plus the load average);
+progress goes to stderr. Best of --repeat runs; `_eps` from wall-clock time,
+`_eps_cpu` from the process's CPU time.
+
+    .venv/bin/python bench/qlog_bench.py [--events 1000000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness.observe import qlog  # noqa: E402
+
+FIXTURES = ROOT / "tests" / "fixtures" / "qlog"
+#: stack → fixture run whose server qlog is the template (one per serialisation).
+TEMPLATES = {"quic-go": "quic-go/newreno", "aioquic": "aioquic/newreno", "picoquic": "picoquic/newreno"}
+
+
+def _shift(data: dict, k: int, stride: int) -> dict:
+    """A copy of an event's data with packet numbers moved up by k·stride."""
+    d = json.loads(json.dumps(data))
+    hdr = d.get("header") if isinstance(d.get("header"), dict) else d
+    if isinstance(hdr.get("packet_number"), int):
+        hdr["packet_number"] += k * stride
+    for f in d.get("frames") or ():
+        if f.get("frame_type") == "ack":
+            f["acked_ranges"] = [[r[0] + k * stride, r[-1] + k * stride] for r in f.get("acked_ranges", [])]
+    return d
+
+
+def _repeat_events(events: list, n: int, time_of, with_time, span: float) -> list:
+    stride = 1 + max((_pn(e) for e in events), default=0)
+    out, k = [], 0
+    while len(out) < n:
+        out += [with_time(e, time_of(e) + k * span, k, stride) for e in events]
+        k += 1
+    return out[:n]
+
+
+def _pn(e) -> int:
+    d = e[3] if isinstance(e, list) else e.get("data", {})
+    hdr = d.get("header") if isinstance(d.get("header"), dict) else d
+    pn = hdr.get("packet_number")
+    return pn if isinstance(pn, int) and pn < 1 << 20 else 0
+
+
+def make_seq(src: Path, dst: Path, n: int) -> int:
+    recs = [json.loads(r) for r in src.read_bytes().split(b"\x1e") if r.strip()]
+    header, events = recs[0], recs[1:]
+    span = events[-1]["time"] + 1
+
+    def with_time(e, t, k, stride):
+        return {**e, "time": t, "data": _shift(e.get("data", {}), k, stride)}
+
+    out = _repeat_events(events, n, lambda e: e["time"], with_time, span)
+    with open(dst, "wb") as f:
+        for rec in [header] + out:
+            f.write(b"\x1e" + json.dumps(rec, separators=(",", ":")).encode() + b"\n")
+    return len(out)
+
+
+def make_doc(src: Path, dst: Path, n: int) -> int:
+    doc = json.loads(src.read_text())
+    trace = doc["traces"][0]
+    events = trace["events"]
+    if trace.get("event_fields"):  # draft-00 arrays: [time, category, event, data]
+        span = events[-1][0] + 1
+        out = _repeat_events(events, n, lambda e: e[0],
+                             lambda e, t, k, s: [t, e[1], e[2], _shift(e[3], k, s)], span)
+    else:
+        span = events[-1]["time"] - events[0]["time"] + 1
+        out = _repeat_events(events, n, lambda e: e["time"],
+                             lambda e, t, k, s: {**e, "time": t, "data": _shift(e.get("data", {}), k, s)}, span)
+    trace["events"] = out
+    dst.write_text(json.dumps(doc))
+    return len(out)
+
+
+def best_of(repeat: int, fn) -> tuple[float, float]:
+    """Best wall-clock and best CPU seconds of `repeat` calls (CPU time is what a
+    shared, busy machine still measures fairly)."""
+    wall = cpu = float("inf")
+    for _ in range(repeat):
+        w0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        wall, cpu = min(wall, time.perf_counter() - w0), min(cpu, time.process_time() - c0)
+    return wall, cpu
+
+
+def bench(stack: str, n: int, repeat: int, tmp: Path) -> dict:
+    run = FIXTURES / TEMPLATES[stack]
+    src = next((run / "server" / "qlog").glob("*"))
+    dst = tmp / f"{stack}{src.suffix}"
+    maker = make_seq if src.read_bytes()[:1] == b"\x1e" else make_doc
+    count = maker(src, dst, n)
+    print(f"[qlog_bench] {stack}: {count} events, {dst.stat().st_size / 1e6:.1f} MB", file=sys.stderr)
+    start = qlog.read_link_start(run / "link.ndjson")
+    raw_w, raw_c = best_of(repeat, lambda: qlog.read_raw(dst))
+    applog, link = run / "server" / "app.ndjson", run / "link.ndjson"
+    trace_w, trace_c = best_of(repeat, lambda: qlog.read_traces(dst, stack, "server", start, applog, link))
+    return {"events": count, "mb": round(dst.stat().st_size / 1e6, 1),
+            "raw_eps": round(count / raw_w), "raw_eps_cpu": round(count / raw_c),
+            "trace_eps": round(count / trace_w), "trace_eps_cpu": round(count / trace_c)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--events", type=int, default=1_000_000, help="events per generated file")
+    p.add_argument("--repeat", type=int, default=3, help="best of this many runs")
+    p.add_argument("--only", choices=sorted(TEMPLATES), action="append", help="stack(s) to run")
+    a = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix="qlog-bench-") as tmp:
+        result = {s: bench(s, a.events, a.repeat, Path(tmp)) for s in (a.only or sorted(TEMPLATES))}
+    result["loadavg"] = [round(x, 2) for x in os.getloadavg()]
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
