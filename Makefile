@@ -44,6 +44,7 @@ check: setup
 	$(PY) -m pytest properties/ --impl $(IMPL) --hypothesis-profile $(PROFILE)
 
 bench-emulator: setup
+	scripts/install-bench-deps.sh
 	$(PY) bench/emulator_bench.py
 
 clean:

@@ -91,6 +91,10 @@ def cmd_transfer(a: argparse.Namespace) -> int:
     if result.ok:
         print(f"{stack.name} {a.cc or stack.default_cc}: {result.bytes} bytes in {result.duration_s:.3f} s, "
               f"goodput {result.goodput_bps / 1e6:.2f} Mbit/s; artifacts in {a.out}")
+        from harness.observe.outputs import write_observation
+
+        for note in write_observation(a.out.resolve(), stack, stack.resolve_cc(a.cc).beta):
+            print(f"note: {note}")
         return 0
     verdict = "unsupported" if result.unsupported else "FAILED"
     print(f"{stack.name}: {verdict}: {result.reason}; artifacts in {a.out}", file=sys.stderr)

@@ -96,6 +96,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("target", targets, ids=[t.id for t in targets])
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks the recorded findings (properties/findings.py) as strict xfails."""
+    try:
+        from properties.findings import FINDINGS
+    except ImportError:
+        return
+    for item in items:
+        target = getattr(getattr(item, "callspec", None), "params", {}).get("target")
+        reason = FINDINGS.get((getattr(item, "originalname", item.name), getattr(target, "id", None)))
+        if reason:
+            item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
+
+
 @pytest.fixture(scope="session")
 def longlook(request: pytest.FixtureRequest):
     """The example runner (session-scoped: Hypothesis runs many examples per test)."""

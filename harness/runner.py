@@ -155,7 +155,11 @@ class Runner:
         try:
             yield obs
         except Inconclusive as e:
+            shutil.rmtree(out, ignore_errors=True)
             pytest.skip(f"inconclusive: {e}")
+        except pytest.skip.Exception:
+            shutil.rmtree(out, ignore_errors=True)
+            raise
         except BaseException as e:
             (out / "verdict.txt").write_text("".join(traceback.format_exception_only(type(e), e)))
             self.failures[nodeid] = out

@@ -38,6 +38,8 @@ pub struct Router {
     pub slice_ns: u64,
     /// Devices carry virtio-net headers (segmentation offload; see `offload`).
     pub offload: bool,
+    /// The absolute time the timer is armed for (0: disarmed).
+    pub armed_at: u64,
     /// CLOCK_MONOTONIC and CLOCK_REALTIME at the link's time 0.
     pub start_mono: u64,
     pub start_unix: u64,
@@ -99,7 +101,10 @@ impl Router {
                 match ev.u64 {
                     T_CLIENT => self.read_side(Dir::C2s, &mut buf, &mut st.segments)?,
                     T_SERVER => self.read_side(Dir::S2c, &mut buf, &mut st.segments)?,
-                    T_TIMER => timer.drain(),
+                    T_TIMER => {
+                        timer.drain();
+                        self.armed_at = 0; // fired: a one-shot timer is disarmed now
+                    }
                     T_SIGNAL => st.stop = true,
                     T_LISTEN => self.accept(&epoll, &mut st),
                     token => self.serve(token, &epoll, &mut st),
@@ -196,17 +201,26 @@ impl Router {
 
     /// Arms the timer for the link's next deadline; returns the epoll timeout to use
     /// (0 when something is already due within the slice).
-    fn arm(&self, timer: &TimerFd) -> i32 {
+    fn arm(&mut self, timer: &TimerFd) -> i32 {
         let Some(t) = self.link.next_deadline() else {
-            timer.set_abs(0);
+            self.set_timer(timer, 0);
             return -1;
         };
         if t <= self.now() + self.slice_ns {
             return 0;
         }
         // Wake half a slice early: the wake-up itself takes about that long.
-        timer.set_abs(self.start_mono + t - self.slice_ns / 2);
+        self.set_timer(timer, self.start_mono + t - self.slice_ns / 2);
         -1
+    }
+
+    /// Re-arms the timer only when the time changes: timerfd_settime is a system
+    /// call, and at high packet rates the deadline often stays the same.
+    fn set_timer(&mut self, timer: &TimerFd, at_ns: u64) {
+        if self.armed_at != at_ns {
+            timer.set_abs(at_ns);
+            self.armed_at = at_ns;
+        }
     }
 
     fn accept(&self, epoll: &Epoll, st: &mut LoopState) {

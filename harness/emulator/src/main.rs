@@ -138,6 +138,7 @@ fn setup_and_run(args: &RunArgs, schedule: Schedule) -> Result<(), String> {
         control,
         slice_ns: args.slice_us * 1000,
         offload: !args.no_offload,
+        armed_at: 0,
         start_mono,
         start_unix,
     };

@@ -1,0 +1,46 @@
+"""What `longlook transfer --out DIR` leaves for a human and for the TLA+ trace
+validation: one NDJSON trace per connection and vantage, the data sender's cwnd
+plot and state diagrams, and the qlog conformance findings."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from harness.endpoints import Stack
+
+
+def write_observation(run_dir: Path, stack: Stack, cc_family_beta: float | None) -> list[str]:
+    """Writes traces/*.ndjson, report/* and qlog-conformance.json into `run_dir`.
+    Returns notes for the user (what could not be produced and why); never raises
+    for a stack's odd output, since the transfer itself already succeeded."""
+    from harness.observe.conformance import check_run
+    from harness.observe.qlog import read_run
+
+    notes: list[str] = []
+    if not stack.honours.get("qlog"):
+        return [f"{stack.name} writes no qlog: no traces or plots"]
+    runs = read_run(run_dir, stack.name)
+    traces_dir = run_dir / "traces"
+    traces_dir.mkdir(exist_ok=True)
+    for vantage, traces in runs.items():
+        for i, trace in enumerate(traces):
+            path = traces_dir / f"{vantage}-{i}.ndjson"
+            with path.open("w") as f:
+                for e in trace.events:
+                    f.write(json.dumps(e.to_json()) + "\n")
+            if trace.partial:
+                notes.append(f"{path.name}: partial ({'; '.join(trace.notes[-1:])})")
+    findings = check_run(run_dir, stack.name)
+    (run_dir / "qlog-conformance.json").write_text(json.dumps([dataclasses.asdict(f) for f in findings], indent=2, default=str) + "\n")
+    senders = runs.get("server", [])
+    if senders:
+        from harness.observe.events import PacketSent
+        from harness.report import write_report
+
+        sender = max(senders, key=lambda t: len(t.of(PacketSent)))
+        sizes = [p.size for p in sender.of(PacketSent) if p.size]
+        write_report(sender, run_dir / "report", beta=cc_family_beta, mss=max(sizes, default=1200),
+                     ground_truth=run_dir / "link.ndjson")
+    return notes

@@ -1,0 +1,87 @@
+"""The congestion window's floor and its reductions on loss.
+
+RFC 9002 §7.2 (kMinimumWindow), §7.3.2 (one reduction per recovery period; the
+reduction factor), RFC 9438 §4.6 (CUBIC's β and the flight-size variant).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+
+from harness import strategies
+from harness.topology import TransferPlan
+from properties import analysis
+
+PLAN = TransferPlan(sizes=(1_000_000,))
+#: kLossReductionFactor per family: RFC 9002 §7.3.2 (NewReno), RFC 9438 §4.6 (CUBIC).
+BETA = {"newreno": 0.5, "cubic": 0.7}
+
+
+def _sender(obs):
+    assert obs.result.ok, f"{obs.target.id}: transfer failed: {obs.result.reason}"
+    return obs.sender
+
+
+@given(schedule=strategies.loss_only())
+def test_cwnd_never_below_minimum_window(longlook, target, schedule):
+    """RFC 9002 §7.2: the window never falls below kMinimumWindow = 2 ×
+    max_datagram_size, whatever the losses."""
+    with longlook.run(target, schedule, PLAN) as obs:
+        trace = _sender(obs)
+        floor = 2 * analysis.max_datagram(trace)
+        for t, cwnd, _, _ in analysis.cwnd_series(trace):
+            assert cwnd >= floor, (
+                f"{target.id}: cwnd {cwnd} < kMinimumWindow {floor} at t={t / 1e6:.3f} s"
+            )
+
+
+@given(schedule=strategies.loss_only())
+def test_one_window_reduction_per_recovery_period(longlook, target, schedule):
+    """RFC 9002 §7.3.2: a loss of a packet sent before the current recovery period
+    started does not reduce the window again; only a packet sent after it may."""
+    with longlook.run(target, schedule, PLAN) as obs:
+        trace = _sender(obs)
+        sent = analysis.send_times(trace)
+        declared = analysis.losses(trace)
+        cuts = analysis.reductions(trace)
+        if cuts and not declared:
+            pytest.skip(f"{target.stack.name} logs no packet_lost: reductions cannot be tied to losses")
+        for first, second in zip(cuts, cuts[1:]):
+            # Losses declared after the first cut, up to the second: at least one of
+            # them must be of a packet sent after the first recovery period began.
+            causes = [l for l in declared if first.t_us < l.t_us <= second.t_us]
+            fresh = [l for l in causes if sent.get((l.space, l.pn), -1) > first.t_us]
+            persistent = second.after <= 2 * analysis.max_datagram(trace)
+            assert fresh or persistent, (
+                f"{target.id}: {second.describe()} although every loss declared since "
+                f"{first.describe()} ({len(causes)} of them, e.g. pn "
+                f"{[l.pn for l in causes[:5]]}) was of a packet sent before that recovery began"
+            )
+
+
+@given(schedule=strategies.loss_only())
+def test_recovery_reduces_window_by_beta(longlook, target, schedule):
+    """RFC 9002 §7.3.2 / RFC 9438 §4.6: entering recovery sets the window to β·cwnd
+    (0.5 NewReno, 0.7 CUBIC), within one datagram, floored at kMinimumWindow.
+    RFC 9438 §4.6 lets CUBIC use β·flight_size instead, so for CUBIC the new window
+    may lie anywhere between β·(bytes in flight) and β·cwnd."""
+    beta = BETA.get(target.cc.family)
+    if beta is None:
+        pytest.skip(f"{target.cc.name} ({target.cc.family}) has no multiplicative decrease")
+    with longlook.run(target, schedule, PLAN) as obs:
+        trace = _sender(obs)
+        mss = analysis.max_datagram(trace)
+        floor = 2 * mss
+        for cut in analysis.reductions(trace)[:1]:
+            high = max(beta * cut.before, floor) + mss
+            low = max(beta * cut.before, floor) - mss
+            if target.cc.family == "cubic" and cut.bytes_in_flight:
+                low = min(low, max(beta * cut.bytes_in_flight, floor) - mss)
+            ok = low <= cut.after <= high
+            persistent = cut.after <= floor
+            assert ok or persistent, (
+                f"{target.id}: first reduction {cut.describe()} is ×{cut.after / cut.before:.3f}; "
+                f"β for {target.cc.family} is {beta} (expected {low:.0f}…{high:.0f}; "
+                f"bytes in flight {cut.bytes_in_flight})"
+            )
