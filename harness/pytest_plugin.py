@@ -51,7 +51,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--longlook-replay", default=None, help="re-run exactly the example saved in this directory")
 
 
+#: Real-time bound on shrinking one failure under the ci profile, seconds.
+CI_SHRINK_SECONDS = 120
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("hypothesis_profile", default=None) == "ci":
+        # Hypothesis has no public setting for this; its engine reads the module
+        # constant (300 s) when shrinking starts. Examples here take seconds each.
+        from hypothesis.internal.conjecture import engine
+
+        engine.MAX_SHRINKING_SECONDS = CI_SHRINK_SECONDS
     replay = config.getoption("--longlook-replay")
     if replay:
         # Read by harness.strategies.replayable() when test modules are imported.

@@ -162,6 +162,11 @@ class Runner:
             raise
         except BaseException as e:
             (out / "verdict.txt").write_text("".join(traceback.format_exception_only(type(e), e)))
+            # Shrinking fails many examples; keep only the latest, which is the
+            # minimal one Hypothesis replays last.
+            previous = self.failures.get(nodeid)
+            if previous is not None and previous != out:
+                shutil.rmtree(previous, ignore_errors=True)
             self.failures[nodeid] = out
             raise
         else:

@@ -64,6 +64,8 @@ class EndpointOptions:
     initial_window: int | None = None
     flow_window: int = FLOW_WINDOW
     timeout_s: float = 60.0
+    #: False: QLOGDIR is not set, so endpoints write no qlog (benchmarks measure its cost).
+    qlog: bool = True
 
 
 @dataclass
@@ -165,6 +167,8 @@ class Testbed:
         full_env["LL_PYTHON"] = sys.executable
         paths = [os.environ.get("PYTHONPATH", ""), str(REPO_ROOT), os.getcwd()]
         full_env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+        # Only `env` says where qlog goes; an inherited QLOGDIR would defeat qlog=False.
+        full_env.pop("QLOGDIR", None)
         full_env.update(env, ROLE=role)
         out = (workdir / "stdout").open("wb")
         err = (workdir / "stderr").open("wb")
@@ -192,7 +196,8 @@ class Testbed:
             (d / "qlog").mkdir(parents=True, exist_ok=True)
         common = _contract_env(opts, plan)
         env = {
-            r: dict(common, QLOGDIR=str(d / "qlog"), SSLKEYLOGFILE=str(d / "keys.log"), LL_APPLOG=str(d / "app.ndjson"))
+            r: dict(common, SSLKEYLOGFILE=str(d / "keys.log"), LL_APPLOG=str(d / "app.ndjson"))
+            | ({"QLOGDIR": str(d / "qlog")} if opts.qlog else {})
             for r, d in roles.items()
         }
         env["server"].update(LL_ADDR=SERVER_IP, LL_PORT=str(SERVER_PORT), LL_WWW=str(self.out / "www"), LL_CERTS=str(certs))

@@ -7,7 +7,7 @@ packets are acknowledged, or kTimeThreshold (9/8 RTT) has passed. Kakhki et al.
 
 from __future__ import annotations
 
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 
 from harness import strategies
 from harness.topology import TransferPlan
@@ -16,6 +16,7 @@ from properties import analysis
 PLAN = TransferPlan(sizes=(1_000_000,))
 
 
+@example(schedule=strategies.CLEAN_LINK)
 @given(schedule=strategies.reorder_below_threshold())
 def test_reordering_below_threshold_causes_no_recovery(longlook, target, schedule):
     """Datagrams held behind fewer than kPacketThreshold others, on a link that

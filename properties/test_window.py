@@ -7,7 +7,7 @@ reduction factor), RFC 9438 §4.6 (CUBIC's β and the flight-size variant).
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 
 from harness import strategies
 from harness.topology import TransferPlan
@@ -23,6 +23,7 @@ def _sender(obs):
     return obs.sender
 
 
+@example(schedule=strategies.CLEAN_LINK)
 @given(schedule=strategies.loss_only())
 def test_cwnd_never_below_minimum_window(longlook, target, schedule):
     """RFC 9002 §7.2: the window never falls below kMinimumWindow = 2 ×
@@ -36,6 +37,7 @@ def test_cwnd_never_below_minimum_window(longlook, target, schedule):
             )
 
 
+@example(schedule=strategies.CLEAN_LINK)
 @given(schedule=strategies.loss_only())
 def test_one_window_reduction_per_recovery_period(longlook, target, schedule):
     """RFC 9002 §7.3.2: a loss of a packet sent before the current recovery period
@@ -60,6 +62,7 @@ def test_one_window_reduction_per_recovery_period(longlook, target, schedule):
             )
 
 
+@example(schedule=strategies.CLEAN_LINK)
 @given(schedule=strategies.loss_only())
 def test_recovery_reduces_window_by_beta(longlook, target, schedule):
     """RFC 9002 §7.3.2 / RFC 9438 §4.6: entering recovery sets the window to β·cwnd

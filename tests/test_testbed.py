@@ -46,6 +46,22 @@ def test_transfer_completes_through_a_lossy_link(netns_ready, stack, tmp_path):
     assert (out / "client" / "keys.log").stat().st_size > 0
 
 
+def test_qlog_off_leaves_no_qlog(netns_ready, tmp_path):
+    """EndpointOptions(qlog=False) leaves QLOGDIR unset, so the endpoints write no
+    qlog (the benchmark's "qlog off"); the transfer itself still completes."""
+    from harness.cli import link_schedule
+    from harness.topology import EndpointOptions, Testbed, TransferPlan
+
+    stack = endpoints.load("aioquic")
+    if not stack.is_built():
+        skip_or_fail("aioquic is not built; run `make setup`")
+    with Testbed(link_schedule(50_000_000, 10_000, 0.0, None, 1), tmp_path, pcap=False) as bed:
+        result = bed.transfer(stack, TransferPlan(sizes=(200_000,)), EndpointOptions(qlog=False))
+    assert result.ok, result.reason
+    for role in ("client", "server"):
+        assert not list((tmp_path / role / "qlog").iterdir()), f"{role} wrote qlog with qlog=False"
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--impl", "nosuch"], "known stacks: aioquic"),
     (["--impl", "quic-go", "--cc", "cubic"], "choose one of newreno"),
