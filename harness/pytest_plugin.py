@@ -37,7 +37,8 @@ _common = dict(
 settings.register_profile("ci", max_examples=3, derandomize=True, **{k: v for k, v in _common.items() if k != "derandomize"})
 settings.register_profile("dev", max_examples=8, **_common)
 settings.register_profile("release", max_examples=40, **_common)
-settings.register_profile("replay", max_examples=1, phases=[Phase.explicit, Phase.generate], **_common)
+# Replay: only the saved schedule (no explicit @example cases, no shrinking).
+settings.register_profile("replay", max_examples=1, phases=[Phase.generate], **_common)
 # Hypothesis' own --hypothesis-profile, applied later at configure time, wins.
 settings.load_profile("dev")
 

@@ -1,0 +1,58 @@
+"""The properties catch a broken controller and say how to replay it (issue 5's bar):
+a NewReno that halves its window on every loss, ignoring the recovery period, fails
+test_one_window_reduction_per_recovery_period with a minimal schedule and a replay
+line that reproduces the failure; the stock controller passes the same property."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import skip_or_fail
+from harness import endpoints
+from harness.link import REPO_ROOT
+
+pytestmark = pytest.mark.netns
+
+PROPERTY = "properties/test_window.py::test_one_window_reduction_per_recovery_period"
+MUTANT = "tests.mutants.halve_every_loss:HalveEveryLoss"
+
+
+def _pytest(*args: str, artifacts: Path) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "pytest", *args, "--impl", "aioquic", "--hypothesis-profile", "ci",
+            "--artifacts", str(artifacts), "-p", "no:cacheprovider", "-q"]
+    return subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900, check=False)
+
+
+@pytest.fixture
+def aioquic_built(netns_ready):
+    if not endpoints.load("aioquic").is_built():
+        skip_or_fail("aioquic endpoint is not built; run `make setup`")
+
+
+def test_mutant_fails_the_property_with_a_replay_line(aioquic_built, tmp_path):
+    r = _pytest(PROPERTY, "--cc", MUTANT, artifacts=tmp_path / "a")
+    assert r.returncode == 1, r.stdout[-3000:]
+    assert "was of a packet sent before that recovery began" in r.stdout
+    m = re.search(r"replay: longlook replay (\S+)", r.stdout)
+    assert m, r.stdout[-3000:]
+    example_dir = Path(m.group(1))
+    saved = json.loads((example_dir / "example.json").read_text())
+    assert saved["cc"] == MUTANT
+    # Minimal: the clean link, no impairment at all, already breaks it.
+    assert not saved["schedule"].get("actions") and len(saved["schedule"]["phases"]) == 1
+    assert (example_dir / "link.ndjson").exists() and (example_dir / "verdict.txt").exists()
+    replay = subprocess.run([sys.executable, "-m", "harness.cli", "replay", str(example_dir)], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=600, check=False)
+    assert replay.returncode == 1, replay.stdout[-3000:]
+    assert "was of a packet sent before that recovery began" in replay.stdout
+
+
+def test_stock_controller_passes_the_same_property(aioquic_built, tmp_path):
+    r = _pytest(PROPERTY, "--cc", "newreno", artifacts=tmp_path / "b")
+    assert r.returncode == 0, r.stdout[-3000:]
