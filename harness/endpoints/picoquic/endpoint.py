@@ -58,7 +58,10 @@ class AppLog:
         self._file.write(json.dumps({
             "event": "version", "stack": "picoquic", "version": _build_info.PICOQUIC_VERSION,
             "binding": f"aiopquic {aiopquic.__version__}", "picoquic_sha": _build_info.PICOQUIC_SHA,
-            "cc": cc}) + "\n")
+            "cc": cc,
+            # Read together, so readers can map picoquic's monotonic qlog clock onto
+            # wall-clock time (and so onto the link's time base).
+            "t_us": time.monotonic_ns() // 1000, "wall_us": time.time_ns() // 1000}) + "\n")
 
 
 def configuration(s: Settings) -> QuicConfiguration:
