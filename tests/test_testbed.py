@@ -43,7 +43,13 @@ def test_transfer_completes_through_a_lossy_link(netns_ready, stack, tmp_path):
     assert summary["s2c"]["dropped"]["loss_iid"] > 0, "1% loss dropped nothing"
     if endpoints.load(stack).honours.get("qlog"):
         assert any((out / "client" / "qlog").iterdir()), "no client qlog"
+        # What a human opens: the sender's normalised trace, cwnd plot, state diagram.
+        assert list((out / "traces").glob("server-*.ndjson")), "no normalised sender trace"
+        assert list((out / "report").glob("*-cwnd.png")) and list((out / "report").glob("*-states-inferred.png"))
+        assert (out / "qlog-conformance.json").exists()
     assert (out / "client" / "keys.log").stat().st_size > 0
+    # A capture Wireshark decrypts on its own (key log embedded by editcap).
+    assert (out / "pcap" / "server-with-keys.pcapng").stat().st_size > 0
 
 
 def test_qlog_off_leaves_no_qlog(netns_ready, tmp_path):

@@ -18,9 +18,9 @@ def write_observation(run_dir: Path, stack: Stack, cc_family_beta: float | None)
     from harness.observe.conformance import check_run
     from harness.observe.qlog import read_run
 
-    notes: list[str] = []
+    notes: list[str] = embed_secrets(run_dir)
     if not stack.honours.get("qlog"):
-        return [f"{stack.name} writes no qlog: no traces or plots"]
+        return notes + [f"{stack.name} writes no qlog: no traces or plots"]
     runs = read_run(run_dir, stack.name)
     traces_dir = run_dir / "traces"
     traces_dir.mkdir(exist_ok=True)
@@ -43,4 +43,32 @@ def write_observation(run_dir: Path, stack: Stack, cc_family_beta: float | None)
         sizes = [p.size for p in sender.of(PacketSent) if p.size]
         write_report(sender, run_dir / "report", beta=cc_family_beta, mss=max(sizes, default=1200),
                      ground_truth=run_dir / "link.ndjson")
+    return notes
+
+
+def embed_secrets(run_dir: Path) -> list[str]:
+    """Writes pcap/<side>-with-keys.pcapng: the capture with the key log embedded
+    (a Decryption Secrets Block), so Wireshark decrypts it on its own. Uses
+    editcap (Wireshark's, from the tshark package) rather than writing pcapng blocks
+    by hand; without it, says so."""
+    import shutil
+    import subprocess
+
+    keys = run_dir / "server" / "keys.log"
+    if not keys.exists() or keys.stat().st_size == 0:
+        keys = run_dir / "client" / "keys.log"
+    if not keys.exists() or keys.stat().st_size == 0:
+        return []
+    editcap = shutil.which("editcap")
+    if editcap is None:
+        return ["editcap not found (apt-get install tshark): no pcapng with embedded secrets"]
+    notes = []
+    for side in ("client", "server"):
+        pcap = run_dir / "pcap" / f"{side}.pcap"
+        if pcap.exists():
+            out = pcap.with_name(f"{side}-with-keys.pcapng")
+            r = subprocess.run([editcap, "--inject-secrets", f"tls,{keys}", str(pcap), str(out)],
+                               capture_output=True, text=True, check=False)
+            if r.returncode != 0:
+                notes.append(f"editcap could not embed the secrets into {out.name}: {r.stderr.strip()[:200]}")
     return notes
