@@ -70,8 +70,9 @@ class BaseLink:
         queue = max(int(self.bdp_bytes * queue_bdp), 10 * MTU)
         return LinkSettings(rate_bps=self.rate_bps, delay_us=self.rtt_us // 2, queue_bytes=queue, **extra)
 
-    def schedule(self, seed: int, s2c: LinkSettings | None = None, actions=(), phases=()) -> Schedule:
-        clean = self.settings()
+    def schedule(self, seed: int, s2c: LinkSettings | None = None, actions=(), phases=(),
+                 queue_bdp: float = 1.0) -> Schedule:
+        clean = self.settings(queue_bdp)
         first = Phase(start_us=0, c2s=clean, s2c=s2c or clean)
         return Schedule(seed=seed, phases=(first, *phases), actions=tuple(actions))
 
@@ -120,8 +121,13 @@ def reorder_beyond_threshold(base: BaseLink | None = None) -> st.SearchStrategy[
     )
 
 
+#: Queue for the reordering strategies, in BDPs: deep enough that a 1 MB transfer's
+#: slow-start overshoot does not overflow it, so the only impairment is the reordering.
+REORDER_QUEUE_BDP = 8.0
+
+
 def _spaced_holds(base: BaseLink, seed: int, actions: list[Action]) -> Schedule:
-    return base.schedule(seed, actions=sorted(actions, key=lambda a: a.index))
+    return base.schedule(seed, actions=sorted(actions, key=lambda a: a.index), queue_bdp=REORDER_QUEUE_BDP)
 
 
 def index_drops(max_drops: int = 6) -> st.SearchStrategy[list[Action]]:
@@ -226,6 +232,8 @@ def combinations(base: BaseLink | None = None) -> st.SearchStrategy[Schedule]:
 #: default base link with no impairment. A controller that misbehaves on a clean link
 #: fails here at once, with the smallest possible schedule and no shrinking.
 CLEAN_LINK = BaseLink().schedule(seed=0)
+#: The same with the reordering strategies' deep queue: nothing is ever dropped.
+CLEAN_DEEP_LINK = BaseLink().schedule(seed=0, queue_bdp=REORDER_QUEUE_BDP)
 
 
 @replayable

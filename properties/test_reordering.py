@@ -16,7 +16,7 @@ from properties import analysis
 PLAN = TransferPlan(sizes=(1_000_000,))
 
 
-@example(schedule=strategies.CLEAN_LINK)
+@example(schedule=strategies.CLEAN_DEEP_LINK)
 @given(schedule=strategies.reorder_below_threshold())
 def test_reordering_below_threshold_causes_no_recovery(longlook, target, schedule):
     """Datagrams held behind fewer than kPacketThreshold others, on a link that
