@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from hypothesis.errors import UnsatisfiedAssumption
 
 from harness import endpoints
 from harness.endpoints import CongestionControl, Stack
@@ -157,7 +158,8 @@ class Runner:
         except Inconclusive as e:
             shutil.rmtree(out, ignore_errors=True)
             pytest.skip(f"inconclusive: {e}")
-        except pytest.skip.Exception:
+        except (pytest.skip.Exception, UnsatisfiedAssumption):
+            # Not a failure: a skip, or an example the property's assume() rejects.
             shutil.rmtree(out, ignore_errors=True)
             raise
         except BaseException as e:

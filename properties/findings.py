@@ -13,4 +13,17 @@ FINDINGS: dict[tuple[str, str], str] = {
         "CUBIC sender in Reno mode with renoBeta = 0.7, not NewReno's kLossReductionFactor "
         "0.5 (RFC 9002 §7.3.2); docs/findings.md"
     ),
+    ("test_persistent_congestion_collapses_window", "quic-go-newreno"): (
+        "F2: quic-go v0.65.0 never collapses its window on persistent congestion "
+        "(RFC 9002 §7.6.2): after ~0.9 s of total loss its lowest window was ~130 kB, "
+        "not 2504 B; OnRetransmissionTimeout is never called; docs/findings.md"
+    ),
+    ("test_persistent_congestion_collapses_window", "quiche-newreno"): (
+        "F3: quiche 0.30 (reno) does not collapse its window after ~1 s of total loss "
+        "(lowest 49454 B, RFC 9002 §7.6.2 says 2504 B); docs/findings.md"
+    ),
+    ("test_persistent_congestion_collapses_window", "quiche-cubic"): (
+        "F3: quiche 0.30 (cubic) does not collapse its window after ~0.9 s of total loss "
+        "(lowest 96904 B, RFC 9002 §7.6.2 says 2504 B); docs/findings.md"
+    ),
 }

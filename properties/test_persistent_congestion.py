@@ -1,0 +1,73 @@
+"""Persistent congestion collapses the window.
+
+RFC 9002 §7.6: when every ack-eliciting packet sent over a period longer than the
+persistent congestion duration, (smoothed_rtt + max(4·rttvar, kGranularity) +
+max_ack_delay) × kPersistentCongestionThreshold (3), is lost, the sender reduces its
+congestion window to kMinimumWindow (2 × max_datagram_size) (§7.6.2).
+"""
+
+from __future__ import annotations
+
+from hypothesis import assume, example, given
+from hypothesis import strategies as st
+
+from harness import strategies
+from harness.schedule import Phase, Schedule
+from harness.strategies import BaseLink
+from harness.observe.events import Metrics, PacketSent
+from harness.topology import TransferPlan
+from properties import analysis
+
+PLAN = TransferPlan(sizes=(2_000_000,))
+#: max_ack_delay a peer may advertise by default (RFC 9000 §18.2), µs.
+MAX_ACK_DELAY_US = 25_000
+
+
+def _dark(base: BaseLink, seed: int, at_ms: int, dark_ms: int) -> Schedule:
+    from dataclasses import replace
+
+    clean = base.settings()
+    return Schedule(seed=seed, phases=(
+        Phase(0, clean, clean),
+        Phase(at_ms * 1000, clean, replace(clean, blackhole=True)),
+        Phase((at_ms + dark_ms) * 1000, clean, clean),
+    ))
+
+
+#: The data direction goes dark mid-transfer (after slow start), for 1 to 3 s.
+long_blackholes = strategies.replayable(lambda: st.builds(
+    _dark, st.builds(BaseLink, rate_bps=st.sampled_from([20_000_000, 10_000_000]),
+                     rtt_us=st.sampled_from([40_000, 20_000])),
+    strategies.seeds, st.integers(min_value=500, max_value=800), st.integers(min_value=1000, max_value=3000),
+))()
+
+
+@example(schedule=_dark(BaseLink(), 0, 600, 1500))
+@given(schedule=long_blackholes)
+def test_persistent_congestion_collapses_window(longlook, target, schedule):
+    """Once the link has dropped every data packet for longer than the persistent
+    congestion duration, the window falls to kMinimumWindow (one datagram of slack)."""
+    with longlook.run(target, schedule, PLAN, timeout_s=60) as obs:
+        assert obs.result.ok, f"{target.id}: transfer failed: {obs.result.reason}"
+        start_us = schedule.phases[1].start_us
+        dropped = [r.arr_us for r in obs.ground_truth.records
+                   if r.dir == "s2c" and r.proto == "udp" and r.reason == "blackhole"]
+        rtt_us = 2 * schedule.phases[0].s2c.delay_us
+        # Conservative persistent congestion duration: rttvar ≤ RTT/2 after a clean start.
+        duration_us = 3 * (rtt_us + 4 * rtt_us / 2 + MAX_ACK_DELAY_US)
+        assume(len(dropped) >= 2 and dropped[-1] - dropped[0] > duration_us)
+        trace = obs.sender
+        # §7.6.2 counts only losses after an RTT sample, while data flows: the
+        # sender must have had an RTT sample and been sending data before the dark.
+        sampled = any(m.smoothed_rtt_us is not None and m.t_us < start_us for m in trace.of(Metrics))
+        sent_before = [p for p in trace.of(PacketSent) if p.space == "application" and p.t_us < start_us]
+        assume(sampled and len(sent_before) >= 20)
+        mss = analysis.max_datagram(trace)
+        after = [(t, c) for t, c, _, _ in analysis.cwnd_series(trace) if t >= start_us]
+        lowest = min(after, key=lambda tc: tc[1], default=None)
+        assert lowest is not None and lowest[1] <= 3 * mss, (
+            f"{target.id}: the link dropped every datagram for {(dropped[-1] - dropped[0]) / 1e3:.0f} ms "
+            f"(> {duration_us / 1e3:.0f} ms persistent congestion duration) but the lowest window after "
+            f"{start_us / 1e6:.3f} s was {lowest[1] if lowest else None} bytes"
+            f"{f' at t={lowest[0] / 1e6:.3f} s' if lowest else ''}; kMinimumWindow is {2 * mss}"
+        )
