@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Iterator
@@ -30,9 +30,6 @@ from harness.endpoints import CongestionControl, Stack
 from harness.groundtruth import GroundTruth, read_log
 from harness.schedule import Schedule
 from harness.topology import EndpointOptions, Testbed, TransferPlan, TransferResult
-
-#: Default max_datagram_size when the stack is not told otherwise (docs/endpoints.md).
-DEFAULT_MAX_DATAGRAM = 1252
 
 
 @dataclass(frozen=True)
@@ -92,20 +89,10 @@ class Observation:
     target: Target
     result: TransferResult
     out_dir: Path
-    notes: list[str] = field(default_factory=list)
 
     @cached_property
     def ground_truth(self) -> GroundTruth:
         return read_log(self.out_dir / "link.ndjson")
-
-    @property
-    def max_datagram_size(self) -> int:
-        return DEFAULT_MAX_DATAGRAM
-
-    @property
-    def k_minimum_window(self) -> int:
-        """kMinimumWindow = 2 × max_datagram_size (RFC 9002 §7.2)."""
-        return 2 * self.max_datagram_size
 
     @cached_property
     def sender(self):

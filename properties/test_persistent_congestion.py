@@ -8,6 +8,8 @@ congestion window to kMinimumWindow (2 × max_datagram_size) (§7.6.2).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
@@ -24,8 +26,6 @@ MAX_ACK_DELAY_US = 25_000
 
 
 def _dark(base: BaseLink, seed: int, at_ms: int, dark_ms: int) -> Schedule:
-    from dataclasses import replace
-
     clean = base.settings()
     return Schedule(seed=seed, phases=(
         Phase(0, clean, clean),

@@ -184,11 +184,17 @@ impl Link {
 
     /// A packet arrived at `now` ns travelling in `dir`.
     pub fn on_packet(&mut self, now: u64, dir: Dir, bytes: &[u8]) {
+        self.on_packet_owned(now, dir, bytes.to_vec());
+    }
+
+    /// As `on_packet`, taking ownership of the buffer: a caller that already holds
+    /// the packet in its own allocation (the router, after segmentation) saves a copy.
+    pub fn on_packet_owned(&mut self, now: u64, dir: Dir, bytes: Vec<u8>) {
         self.advance(now);
         let phase = self.phase_at(now);
         let settings = self.schedule.phases[phase].settings(dir);
         let d = &mut self.dirs[dir.index()];
-        let Some(info) = packet::parse(bytes) else {
+        let Some(info) = packet::parse(&bytes) else {
             let rec = d.malformed_record(now, bytes.len(), &self.no_flow);
             finish(&mut d.counters, &mut self.records, rec, Fate::Dropped(DropReason::Malformed), None);
             return;
@@ -460,7 +466,7 @@ impl Direction {
     }
 
     /// Numbers the packet, finds its flow and the actions aimed at it.
-    fn admit(&mut self, now: u64, info: PacketInfo, bytes: &[u8], schedule: &Schedule) -> Box<Pkt> {
+    fn admit(&mut self, now: u64, info: PacketInfo, bytes: Vec<u8>, schedule: &Schedule) -> Box<Pkt> {
         let idx = self.next_idx;
         self.next_idx += 1;
         self.counters.arrived += 1;
@@ -495,7 +501,7 @@ impl Direction {
             qbytes: self.queue_bytes,
             marks: 0,
         };
-        Box::new(Pkt { rec, bytes: bytes.to_vec(), asked, matched })
+        Box::new(Pkt { rec, bytes, asked, matched })
     }
 
     fn apply_actions(&self, key: (Option<usize>, u64), schedule: &Schedule, asked: &mut Asked) {

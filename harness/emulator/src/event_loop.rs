@@ -140,11 +140,11 @@ impl Router {
                 segments.push(buf[..n].to_vec());
             }
             taken += segments.len();
-            for seg in segments.iter() {
+            for seg in segments.drain(..) {
                 if let Some(p) = &mut self.pcap {
-                    p[side_in(dir)].write(self.start_unix + now, seg)?;
+                    p[side_in(dir)].write(self.start_unix + now, &seg)?;
                 }
-                self.link.on_packet(now, dir, seg);
+                self.link.on_packet_owned(now, dir, seg);
             }
         }
         Ok(())
