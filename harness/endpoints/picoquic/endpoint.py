@@ -93,6 +93,13 @@ def configuration(s: Settings) -> QuicConfiguration:
     return cfg
 
 
+#: Responses still running, over all connections: on SIGTERM the server lets them
+#: finish (briefly) so their request_done reaches the app log, instead of cancelling
+#: them between the last byte and the log line.
+RESPONDING: set = set()
+SHUTDOWN_GRACE_S = 1.0
+
+
 class HqServer(QuicConnectionProtocol):
     """Serves files from `www` by name, one request per bidirectional stream."""
 
@@ -110,6 +117,8 @@ class HqServer(QuicConnectionProtocol):
                 task = asyncio.ensure_future(self._respond(event.stream_id, bytes(buf)))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
+                RESPONDING.add(task)
+                task.add_done_callback(RESPONDING.discard)
         elif isinstance(event, ConnectionTerminated):
             for task in self._tasks:
                 task.cancel()
@@ -237,6 +246,8 @@ async def run_server(s: Settings, applog: AppLog) -> None:
     print(json.dumps({"ready": True}), flush=True)
     try:
         await stop.wait()
+        if RESPONDING:
+            await asyncio.wait(set(RESPONDING), timeout=SHUTDOWN_GRACE_S)
     finally:
         server.close()
 
