@@ -13,7 +13,11 @@ Prints ONE JSON line on stdout ({"<stack>": {"events": N, "raw_eps": …,
 progress goes to stderr. Best of --repeat runs; `_eps` from wall-clock time,
 `_eps_cpu` from the process's CPU time.
 
-    .venv/bin/python bench/qlog_bench.py [--events 1000000] [--repeat 3]
+`--baseline REV` also times the readers as they were at git revision REV (exported
+to a temporary directory, run in a child process on the same generated files), so
+before and after come from one run on one host load; they appear under "baseline".
+
+    .venv/bin/python bench/qlog_bench.py [--events 1000000] [--repeat 3] [--baseline REV]
 """
 
 from __future__ import annotations
@@ -21,13 +25,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# The code under test: this checkout, or (in the --baseline child) an exported revision.
+CODE = Path(os.environ.get("QLOG_BENCH_CODE", ROOT))
+sys.path.insert(0, str(CODE))
 
 from harness.observe import qlog  # noqa: E402
 
@@ -107,13 +114,20 @@ def best_of(repeat: int, fn) -> tuple[float, float]:
     return wall, cpu
 
 
-def bench(stack: str, n: int, repeat: int, tmp: Path) -> dict:
+def generate(stack: str, n: int, tmp: Path) -> tuple[Path, int]:
+    """A file of about `n` events built from `stack`'s template fixture."""
     run = FIXTURES / TEMPLATES[stack]
     src = next((run / "server" / "qlog").glob("*"))
     dst = tmp / f"{stack}{src.suffix}"
     maker = make_seq if src.read_bytes()[:1] == b"\x1e" else make_doc
     count = maker(src, dst, n)
     print(f"[qlog_bench] {stack}: {count} events, {dst.stat().st_size / 1e6:.1f} MB", file=sys.stderr)
+    return dst, count
+
+
+def bench(stack: str, dst: Path, count: int, repeat: int) -> dict:
+    """Events/s of read_raw and read_traces on the generated file `dst`."""
+    run = FIXTURES / TEMPLATES[stack]
     start = qlog.read_link_start(run / "link.ndjson")
     raw_w, raw_c = best_of(repeat, lambda: qlog.read_raw(dst))
     applog, link = run / "server" / "app.ndjson", run / "link.ndjson"
@@ -123,14 +137,39 @@ def bench(stack: str, n: int, repeat: int, tmp: Path) -> dict:
             "trace_eps": round(count / trace_w), "trace_eps_cpu": round(count / trace_c)}
 
 
+def baseline(rev: str, files: dict[str, tuple[Path, int]], repeat: int, tmp: Path) -> dict:
+    """The same measurement with harness/ as of git revision `rev`, in a child process."""
+    code = tmp / "baseline"
+    code.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "harness"], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(code)], input=archive, check=True)
+    spec = json.dumps({s: [str(p), n] for s, (p, n) in files.items()})
+    out = subprocess.run([sys.executable, __file__, "--repeat", str(repeat), "--files", spec],
+                         env={**os.environ, "QLOG_BENCH_CODE": str(code)}, check=True,
+                         capture_output=True, text=True).stdout
+    return {"rev": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", rev], check=True,
+                                  capture_output=True, text=True).stdout.strip(), **json.loads(out)}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--events", type=int, default=1_000_000, help="events per generated file")
     p.add_argument("--repeat", type=int, default=3, help="best of this many runs")
     p.add_argument("--only", choices=sorted(TEMPLATES), action="append", help="stack(s) to run")
+    p.add_argument("--baseline", metavar="REV", help="also time the readers of this git revision")
+    p.add_argument("--files", help=argparse.SUPPRESS)  # the --baseline child: {stack: [path, events]}
     a = p.parse_args()
+    if a.files:
+        files = {s: (Path(f), n) for s, (f, n) in json.loads(a.files).items()}
+        print(json.dumps({s: bench(s, f, n, a.repeat) for s, (f, n) in files.items()}))
+        return
     with tempfile.TemporaryDirectory(prefix="qlog-bench-") as tmp:
-        result = {s: bench(s, a.events, a.repeat, Path(tmp)) for s in (a.only or sorted(TEMPLATES))}
+        files = {s: generate(s, a.events, Path(tmp)) for s in (a.only or sorted(TEMPLATES))}
+        result: dict = {}
+        if a.baseline:
+            result["baseline"] = baseline(a.baseline, files, a.repeat, Path(tmp))
+        result.update({s: bench(s, f, n, a.repeat) for s, (f, n) in files.items()})
     result["loadavg"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(result))
 

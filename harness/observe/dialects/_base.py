@@ -338,7 +338,11 @@ def split_connections(raw: Any) -> list[Any]:
     A group_id that merely changes once (quinn switches from the original DCID to the
     peer's chosen CID after the first packets) is one connection, and only noted.
     """
-    if len({_group(e) for e in raw.events}) <= 1:
+    try:  # the common case, hashable ids, without a call per event
+        groups_seen = {e.get("group_id") for e in raw.events}
+    except TypeError:
+        groups_seen = {_group(e) for e in raw.events}
+    if len(groups_seen) <= 1:
         return [raw]
     order: list[Any] = []
     groups: dict[Any, list[dict[str, Any]]] = {}
