@@ -158,7 +158,7 @@ def test_reorder_distance_follows_log_order():
     # idx 1 held behind 2 and 3 (logged after them); 4 dropped; 5 normal.
     records = [_rec(0, "delivered", 10), _rec(2, "delivered", 12), _rec(3, "delivered", 13),
                _rec(1, "delivered", 13, marks=("held",)), _rec(4, "dropped", None), _rec(5, "delivered", 15)]
-    assert J._reorder_distances(records, "s2c") == {1: 2}
+    assert J.reorder_distances(records, "s2c") == {1: 2}
 
 
 def test_spurious_retransmissions_need_a_delivered_copy():

@@ -14,11 +14,12 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable
 
-from harness.groundtruth import GroundTruth, PacketRecord
+from harness.groundtruth import GroundTruth, PacketRecord, read_log
 from harness.observe import events as ev
-from harness.observe.wire import WireView, no_cyclic_gc
+from harness.observe.wire import WireView, no_cyclic_gc, read_wire
 
 
 class JoinError(ValueError):
@@ -77,7 +78,7 @@ def join(view: WireView, gt: GroundTruth) -> Join:
     primary = {r.idx: r for r in recs if r.fate != "duplicate"}
     dup = {r.idx for r in recs if r.fate == "duplicate"}
     _check_alignment(view, primary, direction)
-    reorder = _reorder_distances(gt.records, direction)
+    reorder = reorder_distances(gt.records, direction)
     base = _BaseDelay(gt.header, direction)
     packets, per_flow = [], defaultdict(int)
     for d in view.datagrams:  # every UDP datagram is counted, decrypted or not
@@ -89,6 +90,16 @@ def join(view: WireView, gt: GroundTruth) -> Join:
             if q.pn is not None:
                 packets.append(_fate(d, q, r, r is not None and r.idx in dup, reorder, base, direction))
     return Join(direction, packets, sum(per_flow.values()), dict(per_flow))
+
+
+def join_run(run_dir: str | Path, side: str = "server", gt: GroundTruth | None = None) -> Join:
+    """The join of one side of a `longlook transfer --out` directory: its capture
+    (pcap/SIDE.pcap), key log (SIDE/keys.log) and ground truth (link.ndjson, or `gt`).
+    Raises WireError (no capture, a key log that does not fit) or JoinError."""
+    run_dir = Path(run_dir)
+    gt = gt if gt is not None else read_log(run_dir / "link.ndjson")
+    view = read_wire(run_dir / "pcap" / f"{side}.pcap", [run_dir / side / "keys.log"], gt.header["start_unix_ns"])
+    return join(view, gt)
 
 
 def _check_alignment(view: WireView, primary: dict[int, PacketRecord], direction: str) -> None:
@@ -129,7 +140,7 @@ class _BaseDelay:
         return s.get("delay_us", 0) + (size * 8e6 / rate if rate else 0.0)
 
 
-def _reorder_distances(records: list[PacketRecord], direction: str) -> dict[int, int]:
+def reorder_distances(records: list[PacketRecord], direction: str) -> dict[int, int]:
     """idx → how many packets of its flow with a higher fidx were delivered before it.
     Delivered records are logged in delivery order, so log order is delivery order."""
     seen: dict[str, list[int]] = defaultdict(list)  # flow → sorted fidx delivered so far
