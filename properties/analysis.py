@@ -7,27 +7,15 @@ clock), so the same properties run on every stack, later also in virtual time.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from harness.observe.events import Metrics, PacketLost, PacketSent, PtoExpired, Trace
-
-#: A drop of the window by more than this fraction counts as a reduction; smaller
-#: wobbles (rounding, pacing credit) do not.
-REDUCTION_FRACTION = 0.10
-
-
-@dataclass(frozen=True)
-class Reduction:
-    """The window fell from `before` to `after` at `t_us`."""
-
-    t_us: float
-    before: int
-    after: int
-    bytes_in_flight: int | None
-    ssthresh: int | None
-
-    def describe(self) -> str:
-        return f"cwnd {self.before} → {self.after} at t={self.t_us / 1e6:.3f} s"
+# The detection lives beside the cause attribution (harness/observe/reductions.py);
+# re-exported so properties keep one import.
+from harness.observe.reductions import (  # noqa: F401
+    REDUCTION_FRACTION,
+    Reduction,
+    max_datagram,
+    reductions,
+)
 
 
 def cwnd_series(trace: Trace) -> list[tuple[float, int, int | None, int | None]]:
@@ -45,27 +33,6 @@ def cwnd_series(trace: Trace) -> list[tuple[float, int, int | None, int | None]]
     return out
 
 
-def reductions(trace: Trace) -> list[Reduction]:
-    """Every fall of the window by more than REDUCTION_FRACTION. `bytes_in_flight`
-    is the smallest value reported between the last window before the fall and the
-    fall itself (stacks remove lost packets from flight before or after cutting)."""
-    found = []
-    cwnd: int | None = None
-    inflight_low: int | None = None
-    ssthresh = None
-    for m in trace.of(Metrics):
-        if m.bytes_in_flight is not None:
-            inflight_low = m.bytes_in_flight if inflight_low is None else min(inflight_low, m.bytes_in_flight)
-        ssthresh = m.ssthresh if m.ssthresh is not None else ssthresh
-        if m.congestion_window is None or m.congestion_window == cwnd:
-            continue
-        if cwnd is not None and m.congestion_window < cwnd * (1 - REDUCTION_FRACTION):
-            found.append(Reduction(m.t_us, cwnd, m.congestion_window, inflight_low, ssthresh))
-        cwnd = m.congestion_window
-        inflight_low = m.bytes_in_flight
-    return found
-
-
 def send_times(trace: Trace) -> dict[tuple[str, int], float]:
     """(space, packet number) → time it was (last) sent."""
     return {(p.space, p.pn): p.t_us for p in trace.of(PacketSent)}
@@ -79,7 +46,3 @@ def ptos(trace: Trace) -> list[PtoExpired]:
     return trace.of(PtoExpired)
 
 
-def max_datagram(trace: Trace) -> int:
-    """Largest application-space packet the sender sent, bytes (its datagram size)."""
-    sizes = [p.size for p in trace.of(PacketSent) if p.space == "application" and p.size]
-    return max(sizes) if sizes else 1200
