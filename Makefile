@@ -6,7 +6,7 @@ STAMPS := .stamps
 CARGO_MANIFEST := harness/emulator/Cargo.toml
 CARGO_FLAGS := --release --locked --manifest-path $(CARGO_MANIFEST)
 
-.PHONY: setup test check bench-emulator clean
+.PHONY: setup test check mutants bench-emulator clean
 
 setup: $(STAMPS)/system-deps $(STAMPS)/python-deps
 	cargo build $(CARGO_FLAGS)
@@ -42,6 +42,13 @@ IMPL ?= aioquic,quic-go
 PROFILE ?= ci
 check: setup
 	$(PY) -m pytest properties/ --impl $(IMPL) --hypothesis-profile $(PROFILE)
+
+# The mutant zoo (issue 7): every mutant of tests/mutants/catalogue.py against the
+# properties, then the table and the score. Takes about an hour; narrow it with
+# e.g. `make mutants MUTANTS_ARGS="--only beta_0_9 --stock-runs 1"`.
+MUTANTS_ARGS ?=
+mutants: setup
+	$(PY) scripts/mutants.py $(MUTANTS_ARGS)
 
 bench-emulator: setup
 	scripts/install-bench-deps.sh
