@@ -8,7 +8,10 @@ it honours. This module is the one place that knows that layout.
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +44,9 @@ class Stack:
     qlog_format: str | None = None
     #: What the build produces (relative to the stack's directory), if anything.
     artifact: str | None = None
+    #: Deliberately broken controllers (the mutant zoo): selectable by name with
+    #: --cc, never offered as a conformant choice (caps.json "mutants").
+    mutants: dict[str, CongestionControl] = field(default_factory=dict)
 
     @property
     def run(self) -> Path:
@@ -57,14 +63,47 @@ class Stack:
         name = {"reno": "newreno"}.get(cc, cc)
         if name in self.cc:
             return self.cc[name]
+        if name in self.mutants:
+            return self.mutants[name]
         if ":" in cc and self.honours.get("cc_by_import_path"):
-            # Family unknown until loaded; the properties ask the controller itself.
-            return CongestionControl(cc, "custom", None)
+            return import_path_cc(cc)
         raise StackError(
             f"{self.name} has no congestion control {cc!r}; choose one of "
             f"{', '.join(sorted(self.cc))}"
             + (" or module:Factory" if self.honours.get("cc_by_import_path") else "")
         )
+
+
+#: β of each family whose rules a controller given by import path may claim.
+FAMILY_BETA = {"newreno": 0.5, "cubic": 0.7}
+
+
+def import_path_cc(spec: str) -> CongestionControl:
+    """The controller named `module:Factory`, judged by the family it claims.
+
+    A factory may set `longlook_family` ("newreno" or "cubic") and `longlook_beta`;
+    the properties then apply that family's rules to it, as they do to a stock
+    controller of the family. Without them (or when the module cannot be imported
+    here) the family is "custom" and family-specific properties skip; the endpoint
+    imports the module again and fails loudly if it cannot. Importing must have no
+    side effects: patches belong in the factory (tests/mutants/_patch.py).
+    """
+    module_name, _, attr = spec.partition(":")
+    # The endpoint sees the caller's PYTHONPATH, the checkout and the working
+    # directory (harness/topology.py); look where it will look.
+    extra = [p for p in (str(ENDPOINTS_DIR.parents[1]), os.getcwd()) if p not in sys.path]
+    sys.path.extend(extra)
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError):
+        return CongestionControl(spec, "custom", None)
+    finally:
+        for p in extra:
+            sys.path.remove(p)
+    family = getattr(factory, "longlook_family", None)
+    if family not in FAMILY_BETA:
+        return CongestionControl(spec, "custom", None)
+    return CongestionControl(spec, family, float(getattr(factory, "longlook_beta", FAMILY_BETA[family])))
 
 
 def load(name: str) -> Stack:
@@ -90,6 +129,10 @@ def load(name: str) -> Stack:
             honours=dict(caps.get("honours", {})),
             qlog_format=caps.get("qlog_format"),
             artifact=caps.get("artifact"),
+            mutants={
+                k: CongestionControl(k, v["family"], v.get("beta"))
+                for k, v in caps.get("mutants", {}).items()
+            },
         )
     except (KeyError, TypeError, json.JSONDecodeError) as e:
         raise StackError(f"{caps_path}: malformed capabilities ({e!r}); see docs/endpoints.md") from None

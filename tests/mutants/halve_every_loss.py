@@ -10,6 +10,8 @@ from aioquic.quic.congestion.reno import RenoCongestionControl
 
 
 class HalveEveryLoss(RenoCongestionControl):
+    longlook_family = "newreno"
+
     def on_packets_lost(self, *, now, packets) -> None:
         for packet in packets:
             self.bytes_in_flight -= packet.sent_bytes

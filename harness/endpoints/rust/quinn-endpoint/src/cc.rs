@@ -8,13 +8,15 @@
 //! 1. implement `quinn_proto::congestion::{Controller, ControllerFactory}` in a new
 //!    module beside this one (wrapping a stock controller is usually enough);
 //! 2. append an `Entry` to `REGISTRY` with a unique name (mutants: `mutant-…`);
-//! 3. list it in `harness/endpoints/quinn/caps.json` under "cc" only if the
-//!    harness should offer it as a conformant choice (mutants stay out of caps.json
-//!    and are selected by name in the mutant-zoo tests).
+//! 3. list it in `harness/endpoints/quinn/caps.json` under "cc" if the harness
+//!    should offer it as a conformant choice, or under "mutants" (selectable with
+//!    `--cc mutant-…`, never offered; tests/mutants/catalogue.py runs them).
 
 use std::sync::Arc;
 
 use quinn::congestion::{BbrConfig, ControllerFactory, CubicConfig, NewRenoConfig};
+
+use crate::mutants::{Bug, MutantFactory};
 
 /// A controller factory as quinn's TransportConfig takes it.
 pub type Factory = Arc<dyn ControllerFactory + Send + Sync + 'static>;
@@ -49,6 +51,32 @@ pub const REGISTRY: &[Entry] = &[
         beta: None,
         build: bbr,
     },
+    // The mutant zoo (tests/mutants/README.md): NewReno with one bug each. Family
+    // and β are what they claim to be, so the properties judge them as NewReno.
+    Entry {
+        name: "mutant-beta-0.9",
+        family: "newreno",
+        beta: Some(0.5),
+        build: mutant_beta_0_9,
+    },
+    Entry {
+        name: "mutant-reduce-every-loss",
+        family: "newreno",
+        beta: Some(0.5),
+        build: mutant_reduce_every_loss,
+    },
+    Entry {
+        name: "mutant-persistent-congestion-ignored",
+        family: "newreno",
+        beta: Some(0.5),
+        build: mutant_persistent_congestion_ignored,
+    },
+    Entry {
+        name: "mutant-app-limited-growth",
+        family: "newreno",
+        beta: Some(0.5),
+        build: mutant_app_limited_growth,
+    },
 ];
 
 /// quinn's own default (TransportConfig::default uses CubicConfig).
@@ -70,11 +98,7 @@ pub fn names() -> Vec<&'static str> {
 }
 
 fn newreno(initial_window: Option<u64>) -> Factory {
-    let mut config = NewRenoConfig::default();
-    if let Some(w) = initial_window {
-        config.initial_window(w);
-    }
-    Arc::new(config)
+    Arc::new(newreno_config(initial_window))
 }
 
 fn cubic(initial_window: Option<u64>) -> Factory {
@@ -91,6 +115,38 @@ fn bbr(initial_window: Option<u64>) -> Factory {
         config.initial_window(w);
     }
     Arc::new(config)
+}
+
+fn newreno_config(initial_window: Option<u64>) -> NewRenoConfig {
+    let mut config = NewRenoConfig::default();
+    if let Some(w) = initial_window {
+        config.initial_window(w);
+    }
+    config
+}
+
+/// A loss reduction factor of 0.9 instead of 0.5: a configuration bug that the
+/// stock code carries out faithfully (cf. finding F1, quic-go's 0.7).
+fn mutant_beta_0_9(initial_window: Option<u64>) -> Factory {
+    let mut config = newreno_config(initial_window);
+    config.loss_reduction_factor(0.9);
+    Arc::new(config)
+}
+
+fn mutant_reduce_every_loss(initial_window: Option<u64>) -> Factory {
+    mutant(initial_window, Bug::ReduceEveryLoss)
+}
+
+fn mutant_persistent_congestion_ignored(initial_window: Option<u64>) -> Factory {
+    mutant(initial_window, Bug::IgnorePersistentCongestion)
+}
+
+fn mutant_app_limited_growth(initial_window: Option<u64>) -> Factory {
+    mutant(initial_window, Bug::GrowWhileAppLimited)
+}
+
+fn mutant(initial_window: Option<u64>, bug: Bug) -> Factory {
+    Arc::new(MutantFactory { inner: Arc::new(newreno_config(initial_window)), bug })
 }
 
 #[cfg(test)]
@@ -122,5 +178,19 @@ mod tests {
             assert_eq!(cc["family"], entry.family);
             assert_eq!(cc["beta"].as_f64(), entry.beta);
         }
+    }
+
+    /// Mutants are listed apart in caps.json, and every `mutant-` entry is there.
+    #[test]
+    fn caps_json_lists_every_mutant_apart() {
+        let caps: serde_json::Value = serde_json::from_str(include_str!("../../../quinn/caps.json")).unwrap();
+        let listed = caps["mutants"].as_object().unwrap();
+        for e in REGISTRY.iter().filter(|e| e.name.starts_with("mutant-")) {
+            assert!(caps["cc"].get(e.name).is_none(), "{} offered as conformant", e.name);
+            let m = listed.get(e.name).unwrap_or_else(|| panic!("{} missing from caps.json mutants", e.name));
+            assert_eq!(m["family"], e.family);
+            assert_eq!(m["beta"].as_f64(), e.beta);
+        }
+        assert_eq!(listed.len(), REGISTRY.iter().filter(|e| e.name.starts_with("mutant-")).count());
     }
 }

@@ -7,6 +7,7 @@
 
 mod cc;
 mod client;
+mod mutants;
 mod server;
 mod tls;
 

@@ -1,0 +1,289 @@
+#!/usr/bin/env python3
+"""The mutant zoo (`make mutants`): runs the properties against every mutant of
+tests/mutants/catalogue.py and against the stock controllers they mutate, and prints
+the table: mutant, killing property, time to kill, shrunk schedule size, and the
+mutation score.
+
+A mutant is killed when it fails (not errors, not skips) a property that its stock
+controller passed in every stock run (--stock-runs, 3 by default). The stock
+controllers run first because the kills are defined by them; their rows come last
+and count false kills: properties a stock controller failed without a recorded
+finding (properties/findings.py). A mutant that survives every property its stock
+passes, but fails one the stock fails too, is equivalent on that stack: the stock
+already has the bug.
+
+    scripts/mutants.py                          # everything, ci profile
+    scripts/mutants.py --only beta_0_9,quinn/beta-0.9 --stock-runs 1
+    scripts/mutants.py --markdown               # the table for BENCHMARKS.md too
+
+Each property run is one pytest process (`--hypothesis-profile ci`: a few
+derandomised examples, shrinking bounded) with tests/mutants/zoo_plugin.py
+recording every verdict; a mutant's run stops at its first failed property.
+Needs root, like every property run; one run at a time (real-time links).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.mutants.catalogue import MUTANTS, Mutant, impairment_events  # noqa: E402
+from tests.mutants.zoo_plugin import RECORD_ENV, STOP_ENV  # noqa: E402
+
+#: Real-time bound on one pytest process; a hung run is reported, not waited for.
+RUN_TIMEOUT_S = 3600
+
+
+@dataclass
+class Run:
+    """One pytest process: its verdicts by property (file::function)."""
+
+    records: list[dict]
+    wall_s: float
+    returncode: int
+
+    def outcomes(self) -> dict[str, str]:
+        return {_prop(r["nodeid"]): r["outcome"] for r in self.records}
+
+
+@dataclass
+class Verdict:
+    mutant: Mutant
+    killed_by: dict | None = None
+    equivalent_by: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+    events: int | None = None
+
+
+def _prop(nodeid: str) -> str:
+    """properties/test_x.py::test_y[aioquic-newreno] → properties/test_x.py::test_y"""
+    return nodeid.split("[", 1)[0]
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _clock(seconds: float) -> str:
+    return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+
+
+def run_pytest(label: str, stack: str, cc: str, targets: list[str], out: Path, profile: str,
+               stop_at_failure: bool) -> Run:
+    """Runs the properties `targets` on stack/cc; prints each verdict as it comes."""
+    out.mkdir(parents=True, exist_ok=True)
+    record = out / "verdicts.ndjson"
+    record.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "pytest", *targets, "--impl", stack, "--cc", cc,
+            "--hypothesis-profile", profile, "--artifacts", str(out / "artifacts"),
+            "-p", "tests.mutants.zoo_plugin", "-p", "no:cacheprovider", "-q", "-rN",
+            "--junitxml", str(out / "junit.xml")]
+    env = dict(os.environ, **{RECORD_ENV: str(record), STOP_ENV: "1" if stop_at_failure else "0"})
+    started = time.monotonic()
+    seen = 0
+    with (out / "pytest.log").open("w") as log:
+        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+        while True:
+            try:
+                proc.wait(timeout=2)
+                done = True
+            except subprocess.TimeoutExpired:
+                done = False
+            records = _read(record)
+            for r in records[seen:]:
+                _log(f"    {label}: {_prop(r['nodeid']).split('::')[-1]} {r['outcome']} "
+                     f"({r['duration_s']:.0f} s){'  ' + r['message'] if r.get('message') else ''}")
+            seen = len(records)
+            if done:
+                break
+            if time.monotonic() - started > RUN_TIMEOUT_S:
+                proc.kill()
+                _log(f"    {label}: stopped after {RUN_TIMEOUT_S} s")
+                break
+    return Run(_read(record), time.monotonic() - started, proc.wait())
+
+
+def _read(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _leftover_namespaces() -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith("ll-")]
+
+
+@dataclass
+class Stock:
+    """A stock controller's verdicts over several runs."""
+
+    stack: str
+    cc: str
+    runs: list[Run]
+
+    def passed_always(self) -> list[str]:
+        """Properties passed in every run, fastest first (the order mutants run them)."""
+        props = [set(p for p, o in r.outcomes().items() if o == "passed") for r in self.runs]
+        always = set.intersection(*props) if props else set()
+        times: dict[str, list[float]] = {}
+        for r in self.runs:
+            for rec in r.records:
+                times.setdefault(_prop(rec["nodeid"]), []).append(rec["duration_s"])
+        return sorted(always, key=lambda p: (statistics.median(times.get(p, [0])), p))
+
+    def not_passed(self) -> list[str]:
+        everything = {p for r in self.runs for p in r.outcomes()}
+        return sorted(everything - set(self.passed_always()))
+
+    def false_kills(self) -> list[str]:
+        """Properties a stock run failed outright (recorded findings are xfails)."""
+        return sorted({p for r in self.runs for p, o in r.outcomes().items() if o in ("failed", "xpassed")})
+
+
+def run_stock(stack: str, cc: str, n: int, props: list[str], out: Path, profile: str) -> Stock:
+    runs = []
+    for i in range(n):
+        _log(f"[stock {stack}/{cc} run {i + 1}/{n}]")
+        runs.append(run_pytest(f"{stack}/{cc}#{i + 1}", stack, cc, props, out / f"stock-{stack}-{cc}-{i + 1}",
+                               profile, stop_at_failure=False))
+    return Stock(stack, cc, runs)
+
+
+def run_mutant(m: Mutant, stock: Stock, out: Path, profile: str) -> Verdict:
+    v = Verdict(m)
+    passing = stock.passed_always()
+    run = run_pytest(m.name, m.stack, m.cc, passing, out / m.name.replace("/", "-"), profile, stop_at_failure=True)
+    v.wall_s = run.wall_s
+    v.failed = [_prop(r["nodeid"]) for r in run.records if r["outcome"] == "failed"]
+    kill = next((r for r in run.records if r["outcome"] == "failed" and _prop(r["nodeid"]) in passing), None)
+    if kill is not None:
+        v.killed_by = kill
+        if kill.get("example"):
+            saved = Path(kill["example"]) / "example.json"
+            if saved.exists():
+                v.events = impairment_events(json.loads(saved.read_text())["schedule"])
+        return v
+    # Survived: does it fail where the stock fails too (equivalent on this stack)?
+    others = [p for p in stock.not_passed() if p not in passing]
+    if others:
+        extra = run_pytest(m.name + " (stock-failing properties)", m.stack, m.cc, others,
+                           out / (m.name.replace("/", "-") + "-equivalence"), profile, stop_at_failure=False)
+        v.wall_s += extra.wall_s
+        v.equivalent_by = [_prop(r["nodeid"]) for r in extra.records if r["outcome"] == "failed"]
+    return v
+
+
+def table(verdicts: list[Verdict], stocks: list[Stock], markdown: bool) -> str:
+    rows = [("mutant", "stack", "bug", "killing property", "time to kill", "shrunk events", "verdict")]
+    for v in verdicts:
+        k = v.killed_by
+        if k:
+            rows.append((v.mutant.name, v.mutant.stack, v.mutant.bug, _prop(k["nodeid"]).split("::")[-1],
+                         f"{k['time_to_failure_s']:.0f} s", "?" if v.events is None else str(v.events), "killed"))
+        elif v.equivalent_by:
+            rows.append((v.mutant.name, v.mutant.stack, v.mutant.bug, "—", "—", "—",
+                         "equivalent: stock fails " + ", ".join(p.split("::")[-1] for p in v.equivalent_by)))
+        else:
+            rows.append((v.mutant.name, v.mutant.stack, v.mutant.bug, "—", "—", "—", "SURVIVED"))
+    for s in stocks:
+        n = len(s.runs)
+        fk = s.false_kills()
+        rows.append((f"stock {s.cc}", s.stack, f"{n} run(s)", f"{len(s.passed_always())} passed every run",
+                     "—", "—", "false kills: " + (", ".join(p.split("::")[-1] for p in fk) if fk else "0")))
+    if markdown:
+        lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+        lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+        return "\n".join(lines)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def summary(verdicts: list[Verdict]) -> str:
+    killed = [v for v in verdicts if v.killed_by]
+    equivalent = [v for v in verdicts if not v.killed_by and v.equivalent_by]
+    scored = len(verdicts) - len(equivalent)
+    times = [v.killed_by["time_to_failure_s"] for v in killed]
+    events = [v.events for v in killed if v.events is not None]
+    parts = [f"mutation score {len(killed)}/{scored} = {100 * len(killed) / scored:.0f}%" if scored else "no mutants",
+             f"({len(equivalent)} equivalent on their stack, not scored)" if equivalent else ""]
+    if times:
+        parts.append(f"median time to kill {statistics.median(times):.0f} s")
+    if events:
+        parts.append(f"median shrunk schedule {statistics.median(events):.0f} events, max {max(events)}")
+    return "; ".join(p for p in parts if p)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", help="comma-separated mutant names (default: all in tests/mutants/catalogue.py)")
+    ap.add_argument("--stacks", help="only mutants of these stacks, comma-separated")
+    ap.add_argument("--properties", nargs="+", default=["properties/"], help="property files (default: properties/)")
+    ap.add_argument("--profile", default="ci", help="Hypothesis profile: the fixed budget (default ci)")
+    ap.add_argument("--stock-runs", type=int, default=3, help="runs of each stock controller (default 3)")
+    ap.add_argument("--out", type=Path, default=REPO / "artifacts" / "mutants", help="results and artifacts")
+    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown too")
+    a = ap.parse_args(argv)
+
+    chosen = list(MUTANTS)
+    if a.only:
+        names = set(a.only.split(","))
+        unknown = names - {m.name for m in MUTANTS}
+        if unknown:
+            ap.error(f"--only: unknown mutants {sorted(unknown)}; known: {', '.join(m.name for m in MUTANTS)}")
+        chosen = [m for m in chosen if m.name in names]
+    if a.stacks:
+        chosen = [m for m in chosen if m.stack in a.stacks.split(",")]
+    if os.geteuid() != 0:
+        ap.error("needs root (network namespaces), like every property run")
+    started = time.monotonic()
+    a.out.mkdir(parents=True, exist_ok=True)
+
+    stocks: dict[tuple[str, str], Stock] = {}
+    for key in dict.fromkeys((m.stack, m.stock) for m in chosen):
+        stocks[key] = run_stock(*key, a.stock_runs, a.properties, a.out, a.profile)
+    verdicts = []
+    for i, m in enumerate(chosen, 1):
+        _log(f"[mutant {i}/{len(chosen)}: {m.name} ({m.bug}), {_clock(time.monotonic() - started)} so far]")
+        v = run_mutant(m, stocks[(m.stack, m.stock)], a.out, a.profile)
+        _log(f"  → {'killed by ' + _prop(v.killed_by['nodeid']).split('::')[-1] if v.killed_by else 'not killed'}"
+             f" in {_clock(v.wall_s)}")
+        verdicts.append(v)
+        left = _leftover_namespaces()
+        if left:
+            _log(f"  ! namespaces left behind: {left}")
+
+    result = {
+        "profile": a.profile, "stock_runs": a.stock_runs, "wall_s": round(time.monotonic() - started),
+        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "mutants": [{"name": v.mutant.name, "stack": v.mutant.stack, "cc": v.mutant.cc, "bug": v.mutant.bug,
+                     "killed_by": v.killed_by, "events": v.events, "equivalent_by": v.equivalent_by,
+                     "failed": v.failed, "wall_s": round(v.wall_s)} for v in verdicts],
+        "stock": [{"stack": s.stack, "cc": s.cc, "passed_every_run": s.passed_always(),
+                   "false_kills": s.false_kills(), "runs": [r.outcomes() for r in s.runs]} for s in stocks.values()],
+    }
+    (a.out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(table(verdicts, list(stocks.values()), markdown=False))
+    print(summary(verdicts))
+    if a.markdown:
+        print()
+        print(table(verdicts, list(stocks.values()), markdown=True))
+    print(f"total {_clock(time.monotonic() - started)}; details in {a.out / 'results.json'}")
+    survived = [v for v in verdicts if not v.killed_by and not v.equivalent_by]
+    false_kills = [s for s in stocks.values() if s.false_kills()]
+    return 1 if survived or false_kills else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

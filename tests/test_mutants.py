@@ -1,0 +1,121 @@
+"""The mutant zoo's machinery (issue 7), and a subset of `make mutants` in CI.
+
+Fast checks: every catalogue entry loads and claims its stock controller's
+family; mutant modules patch nothing when imported, and patch and undo aioquic's
+recovery module only when a controller is built; schedules' impairment counts and
+the time to first failure read off Hypothesis' statistics.
+
+One real run (netns, about two minutes): scripts/mutants.py with two aioquic
+mutants and the two properties that should kill them, stock NewReno once. The
+whole zoo is `make mutants` (BENCHMARKS.md has its figures and duration).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import skip_or_fail
+from harness import endpoints
+from harness.link import REPO_ROOT
+
+# Mutants are imported as tests.mutants.<module>, the name --cc gives the endpoint,
+# so that _patch here is the module the mutants patch through.
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+from tests.mutants import _patch  # noqa: E402
+from tests.mutants.catalogue import MUTANTS, impairment_events  # noqa: E402
+from tests.mutants.zoo_plugin import _time_to_first_failure  # noqa: E402
+
+AIOQUIC = [m for m in MUTANTS if m.stack == "aioquic"]
+
+
+def test_zoo_has_at_least_twelve_aioquic_and_three_quinn_mutants():
+    assert len(AIOQUIC) >= 12
+    assert len([m for m in MUTANTS if m.stack == "quinn"]) >= 3
+    assert len({m.name for m in MUTANTS}) == len(MUTANTS)
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
+def test_mutant_claims_the_family_of_its_stock_controller(mutant):
+    stack = endpoints.load(mutant.stack)
+    cc = stack.resolve_cc(mutant.cc)
+    assert cc.family == stack.cc[mutant.stock].family, f"{mutant.cc} is judged as {cc.family}"
+    assert mutant.cc not in stack.cc, "a mutant must never be offered as a conformant controller"
+
+
+def test_importing_a_mutant_patches_nothing_and_building_one_patches_until_undone():
+    from aioquic.quic import recovery
+
+    threshold, update_rate = recovery.K_PACKET_THRESHOLD, recovery.QuicPacketPacer.update_rate
+    try:
+        for m in AIOQUIC:
+            importlib.import_module(m.cc.split(":")[0])
+        assert _patch.active() == []
+        from tests.mutants.pacing_1ms import Pacing1ms
+        from tests.mutants.packet_threshold_one import PacketThresholdOne
+
+        PacketThresholdOne(max_datagram_size=1252)
+        PacketThresholdOne(max_datagram_size=1252)  # a second connection must not lose the original
+        Pacing1ms(max_datagram_size=1252)
+        assert recovery.K_PACKET_THRESHOLD == 1
+        pacer = recovery.QuicPacketPacer(max_datagram_size=1252)
+        pacer.update_rate(congestion_window=1_000_000, smoothed_rtt=0.02)
+        assert pacer.packet_time == pytest.approx(0.001), "one datagram per 1 ms tick"
+    finally:
+        _patch.undo_all()
+    assert (recovery.K_PACKET_THRESHOLD, recovery.QuicPacketPacer.update_rate) == (threshold, update_rate)
+
+
+def test_impairment_events_count_actions_link_impairments_and_changes():
+    clean = {"rate_bps": 20_000_000, "delay_us": 20_000, "queue_bytes": 100_000}
+    assert impairment_events({"phases": [{"start_us": 0, "c2s": clean, "s2c": clean}]}) == 0
+    lossy = dict(clean, loss={"kind": "iid", "p": 0.01}, jitter_us=500)
+    drops = [{"dir": "s2c", "index": i, "action": "drop"} for i in (30, 31)]
+    assert impairment_events({"phases": [{"start_us": 0, "c2s": clean, "s2c": lossy}], "actions": drops}) == 4
+    # A blackhole and the clean phase after it: one event. A rate drop: one more.
+    dark = [{"start_us": 0, "c2s": clean, "s2c": clean},
+            {"start_us": 5, "c2s": clean, "s2c": dict(clean, blackhole=True)},
+            {"start_us": 9, "c2s": clean, "s2c": clean},
+            {"start_us": 12, "c2s": clean, "s2c": dict(clean, rate_bps=2_000_000)}]
+    assert impairment_events({"phases": dark}) == 2
+
+
+def test_time_to_failure_leaves_out_shrinking():
+    def case(status, runtime):
+        return {"status": status, "runtime": runtime}
+
+    stats = {
+        "generate-phase": {"duration-seconds": 30.0,
+                           "test-cases": [case("valid", 8.0), case("interesting", 9.0), case("valid", 13.0)]},
+        "shrink-phase": {"duration-seconds": 100.0, "test-cases": [case("interesting", 7.0)] * 10},
+    }
+    # 150 s in all: 30 + 100 in phases, 9 s final replay, so 11 s of explicit examples.
+    assert _time_to_first_failure(stats, 150.0) == pytest.approx(11.0 + 8.0 + 9.0)
+    assert _time_to_first_failure({"generate-phase": {"duration-seconds": 5.0, "test-cases": []}}, 9.0) is None
+
+
+PROPERTIES = [
+    "properties/test_window.py::test_recovery_reduces_window_by_beta",
+    "properties/test_persistent_congestion.py::test_persistent_congestion_collapses_window",
+]
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_make_mutants_kills_a_subset_and_stock_newreno_has_no_false_kill(netns_ready, tmp_path):
+    if not endpoints.load("aioquic").is_built():
+        skip_or_fail("aioquic endpoint is not built; run `make setup`")
+    argv = [sys.executable, "scripts/mutants.py", "--only", "beta_0_9,persistent_congestion_ignored",
+            "--stock-runs", "1", "--out", str(tmp_path), "--properties", *PROPERTIES]
+    r = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900, check=False)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    result = json.loads((tmp_path / "results.json").read_text())
+    killers = {m["name"]: m["killed_by"]["nodeid"].split("[")[0] for m in result["mutants"]}
+    assert killers == {"beta_0_9": PROPERTIES[0], "persistent_congestion_ignored": PROPERTIES[1]}, killers
+    assert result["stock"][0]["false_kills"] == []
+    assert "mutation score 2/2 = 100%" in r.stdout
