@@ -226,16 +226,16 @@ class _Context:
         return all(x.fate == "dropped" for x in self._window(first, last))
 
     def _idle_before(self, r: Reduction) -> bool:
-        """The sender sent nothing for at least one smoothed RTT before the reduction
-        (or before the datagram that ended the pause, right at the reduction)."""
+        """The sender sent nothing for at least one smoothed RTT before the reduction,
+        or before the datagrams around it that ended the pause."""
         srtt = self.rtt.srtt_at(r.t_us)
+        i = bisect.bisect_left(self.arrivals, r.t_us - AFTER_US)
         k = bisect.bisect_right(self.arrivals, r.t_us + AFTER_US)
         if k == 0:
             return False
-        last = self.arrivals[k - 1]
-        if r.t_us - last >= srtt:
-            return True
-        return k >= 2 and last >= r.t_us - AFTER_US and last - self.arrivals[k - 2] >= srtt
+        if i == k:
+            return r.t_us - self.arrivals[k - 1] >= srtt
+        return i >= 1 and self.arrivals[i] - self.arrivals[i - 1] >= srtt
 
     def _window(self, lo: float, hi: float) -> list[PacketRecord]:
         """The sender's records that arrived at the link within [lo, hi]."""

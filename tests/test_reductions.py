@@ -1,0 +1,166 @@
+"""Window reductions and their causes (harness/observe/reductions.py): on the wire
+fixtures (real runs at 2% loss: every reduction must trace back to a datagram the link
+dropped), and on made-up traces and ground truths for each other cause."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from harness.groundtruth import GroundTruth, PacketRecord, read_log
+from harness.link import REPO_ROOT
+from harness.observe import events as ev
+from harness.observe import join as J
+from harness.observe import qlog
+from harness.observe import reductions as R
+from test_wire_decode import FIXTURES, load
+
+QLOG_STACKS = ("aioquic", "quic-go", "picoquic", "quinn")  # quiche logs no packet_lost
+
+
+def fixture_trace(stack: str, tmp: Path) -> ev.Trace:
+    """The server's qlog of a wire fixture as a normalised trace on the link's clock."""
+    gz = next((FIXTURES / stack).glob("server*.gz"))
+    path = tmp / gz.name[:-3]
+    path.write_bytes(gzip.decompress(gz.read_bytes()))
+    link = FIXTURES / stack / "link.ndjson"
+    return qlog.read_trace(path, stack, "server", qlog.read_link_start(link), None, link)
+
+
+def test_properties_use_this_detection(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO_ROOT))  # properties/ is not under tests/
+    from properties import analysis
+
+    assert analysis.reductions is R.reductions and analysis.Reduction is R.Reduction
+
+
+@pytest.mark.parametrize("stack", QLOG_STACKS)
+def test_fixture_reductions_are_real_drops(stack, tmp_path):
+    """Each reduction's declared losses are, by packet number, datagrams the link
+    dropped at random (loss_iid); matching by time alone names the same cause."""
+    gt = read_log(FIXTURES / stack / "link.ndjson")
+    trace = fixture_trace(stack, tmp_path)
+    exact = R.reductions_with_cause(trace, gt, J.join(load(stack, "server"), gt))
+    assert len(exact) == len(R.reductions(trace)) >= 2
+    dropped = {r.idx for r in gt.records if r.dir == "s2c" and r.fate == "dropped"}
+    for c in exact:
+        assert (c.cause, c.matched_by, c.reasons) == ("drop", "pn", ("loss_iid",)), c.describe()
+        assert c.declared and {r.idx for r in c.records} <= dropped, c.describe()
+        assert all(r.fate == "dropped" for r in c.records)
+    by_time = R.reductions_with_cause(trace, gt)
+    assert [(c.cause, c.matched_by) for c in by_time] == [("drop", "time")] * len(exact)
+    assert all({r.idx for r in e.records} <= {r.idx for r in t.records} for e, t in zip(exact, by_time))
+
+
+def test_quiche_without_packet_lost_is_matched_by_time():
+    """quiche's fixture has no qlog losses; the wire-derived window still falls, and
+    the drops before each fall are found by time."""
+    gt = read_log(FIXTURES / "quiche" / "link.ndjson")
+    view = load("quiche", "server")
+    causes = R.reductions_with_cause(J.wire_trace(view, stack="quiche"), gt, J.join(view, gt))
+    during = [c for c in causes if c.reduction.after > 0]  # the last is the connection closing
+    assert during and all(c.cause == "drop" and c.matched_by == "time" and not c.declared for c in during)
+
+
+# --- made-up cases ----------------------------------------------------------------------
+
+MSS = 1200
+RTT = 40_000.0
+
+
+def rec(idx: int, arr_us: float, fate: str = "delivered", reason: str | None = None, marks=(),
+        dep_us: float | None = None) -> PacketRecord:
+    dep = None if fate != "delivered" else (dep_us if dep_us is not None else arr_us + RTT / 2)
+    return PacketRecord("s2c", idx, idx, "udp s>c", "udp", 443, 4000, MSS + 28, arr_us, fate,
+                        reason if fate == "dropped" else None, dep, 0, tuple(marks))
+
+
+def truth(records: list[PacketRecord]) -> GroundTruth:
+    # Log order is delivery order (what reorder distances are read from).
+    order = sorted(records, key=lambda r: r.dep_us if r.dep_us is not None else r.arr_us)
+    phase = {"start_us": 0, "c2s": {"delay_us": RTT / 2}, "s2c": {"delay_us": RTT / 2}}
+    return GroundTruth({"schedule": {"phases": [phase]}, "start_unix_ns": 0}, order, None)
+
+
+def trace(sends: list[float], cwnd: list[tuple[float, int]], lost: list[tuple[float, int]] = ()) -> ev.Trace:
+    """Packet pn=i sent at sends[i] (µs), window values at times, (time, pn) losses."""
+    events: list[ev.Event] = [ev.PacketSent(t, i, "application", MSS, True) for i, t in enumerate(sends)]
+    events += [ev.Metrics(t, congestion_window=w, smoothed_rtt_us=RTT, rtt_variance_us=RTT / 4) for t, w in cwnd]
+    events += [ev.PacketLost(t, pn, "application") for t, pn in lost]
+    return ev.Trace("made-up", "server", sorted(events, key=lambda e: e.t_us), "test")
+
+
+def steady(n: int, gap: float = 1_000.0) -> list[float]:
+    return [1_000.0 + i * gap for i in range(n)]
+
+
+def only(causes: list[R.ReductionCause]) -> R.ReductionCause:
+    assert len(causes) == 1, [c.describe() for c in causes]
+    return causes[0]
+
+
+def test_queue_overflow_is_a_drop_with_its_reason():
+    sends = steady(60)
+    records = [rec(i, t, "dropped" if i == 20 else "delivered", "queue_full") for i, t in enumerate(sends)]
+    c = only(R.reductions_with_cause(trace(sends, [(0, 60_000), (70_000, 30_000)], [(69_990, 20)]), truth(records)))
+    assert (c.cause, c.reasons, c.declared, [r.idx for r in c.records]) == ("drop", ("queue_full",), (20,), [20])
+
+
+def test_reordered_packet_declared_lost_is_spurious():
+    """pn 20 held behind 3 later packets: declared lost, yet delivered."""
+    sends = steady(60)
+    records = [rec(i, t, marks=("held",) if i == 20 else (), dep_us=t + RTT / 2 + (3_500 if i == 20 else 0))
+               for i, t in enumerate(sends)]
+    c = only(R.reductions_with_cause(trace(sends, [(0, 60_000), (65_000, 30_000)], [(64_000, 20)]), truth(records)))
+    assert (c.cause, c.reasons, [r.idx for r in c.records]) == ("spurious", ("reordered",), [20])
+
+
+def test_ce_mark_without_loss_is_ecn():
+    sends = steady(60)
+    records = [rec(i, t, marks=("ce",) if i == 30 else ()) for i, t in enumerate(sends)]
+    c = only(R.reductions_with_cause(trace(sends, [(0, 60_000), (75_000, 30_000)]), truth(records)))
+    assert (c.cause, [r.idx for r in c.records]) == ("ecn_ce", [30])
+
+
+def test_blackhole_longer_than_the_persistent_congestion_duration():
+    """RFC 9002 §7.6: (40 + 40 + 25) ms × 3 = 315 ms of nothing but drops, window to 2 × MSS."""
+    sends = steady(20) + [30_000.0 + i * 40_000 for i in range(12)]  # PTO probes into the blackhole
+    records = [rec(i, t, "dropped" if t >= 30_000 else "delivered", "blackhole") for i, t in enumerate(sends)]
+    lost = [(500_000.0, pn) for pn in range(20, 32)]
+    c = only(R.reductions_with_cause(trace(sends, [(0, 60_000), (500_000, 2 * MSS)], lost), truth(records)))
+    assert (c.cause, c.reasons, len(c.records)) == ("persistent_congestion", ("blackhole",), 12)
+
+
+def test_short_loss_burst_to_the_minimum_window_is_only_a_drop():
+    sends = steady(60)
+    records = [rec(i, t, "dropped" if 20 <= i < 25 else "delivered", "loss_ge") for i, t in enumerate(sends)]
+    lost = [(70_000.0, pn) for pn in range(20, 25)]
+    c = only(R.reductions_with_cause(trace(sends, [(0, 60_000), (70_000, 2 * MSS)], lost), truth(records)))
+    assert (c.cause, c.reasons) == ("drop", ("loss_ge",))
+
+
+def test_window_cut_after_an_idle_period_is_an_idle_restart():
+    sends = steady(20) + [600_000.0, 600_500.0]
+    records = [rec(i, t) for i, t in enumerate(sends)]
+    c = only(R.reductions_with_cause(trace(sends, [(0, 60_000), (600_100, 12_000)]), truth(records)))
+    assert (c.cause, c.records) == ("idle_restart", ())
+
+
+def test_reduction_on_a_clean_busy_link_has_no_cause():
+    sends = steady(200)
+    records = [rec(i, t) for i, t in enumerate(sends)]
+    c = only(R.reductions_with_cause(trace(sends, [(0, 60_000), (150_000, 30_000)]), truth(records)))
+    assert (c.cause, c.records, c.declared) == ("none", (), ())
+    assert "none" in c.describe() and "150" not in c.describe()[:10]
+
+
+def test_losses_before_the_previous_reduction_are_not_counted_again():
+    """Two cuts: the second's declared loss is its own, not the first one's again."""
+    sends = steady(200)
+    records = [rec(i, t, "dropped" if i in (20, 120) else "delivered", "loss_iid") for i, t in enumerate(sends)]
+    tr = trace(sends, [(0, 60_000), (70_000, 30_000), (170_000, 15_000)], [(69_000, 20), (169_000, 120)])
+    first, second = R.reductions_with_cause(tr, truth(records))
+    assert (first.declared, second.declared) == ((20,), (120,))
+    assert [r.idx for r in second.records] == [120]
