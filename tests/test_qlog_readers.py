@@ -139,6 +139,28 @@ def test_picoquic_states_need_the_cc():
     assert any("not mapped" in n for n in t.notes) and any("UNALIGNED" in n or "no link start" in n for n in t.notes)
 
 
+SEQ_FILES = [p for p in ALL_FILES if p.suffix == ".sqlog"]
+
+
+@pytest.mark.parametrize("path", SEQ_FILES, ids=lambda p: f"{p.parents[3].name}-{p.parents[1].name}")
+def test_pruned_decode_gives_the_same_trace(path, monkeypatch):
+    """read_traces decodes JSON-SEQ events keeping only the keys in dialects/_fields.py;
+    a key a dialect reads but _fields lacks would change the trace. Small blocks make
+    the pruning decoder run on these small files (the first block, with the header,
+    is always decoded whole)."""
+    stack, vantage = _stack_of(path), path.parents[1].name
+    monkeypatch.setattr(qlog, "CHUNK", 2048)
+    calls = []
+    pruned_decode = qlog._decode_pruned
+    monkeypatch.setattr(qlog, "_decode_pruned", lambda b: calls.append(1) or pruned_decode(b))
+    pruned = _read(path, stack, vantage)
+    assert calls or path.stat().st_size < (1 << 16) + 2048
+    full_read = qlog.read_raw
+    monkeypatch.setattr(qlog, "read_raw", lambda p, prune=False: full_read(p))
+    full = _read(path, stack, vantage)
+    assert pruned.events == full.events and pruned.notes == full.notes
+
+
 # ------------------------------------------------------------------- broken input
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import msgspec
 
+from harness.observe.dialects import _fields
 from harness.observe.dialects._base import split_connections
 from harness.observe.dialects._salvage import salvage
 from harness.observe.events import Trace
@@ -78,8 +79,12 @@ def no_gc():
             gc.enable()
 
 
-def read_raw(path: str | Path) -> list[RawTrace]:
-    """Every trace in the qlog file at `path`; QlogError if nothing is readable."""
+def read_raw(path: str | Path, prune: bool = False) -> list[RawTrace]:
+    """Every trace in the qlog file at `path`; QlogError if nothing is readable.
+
+    `prune`: JSON-SEQ events keep only the keys the dialects read
+    (harness/observe/dialects/_fields.py), which decodes faster; the conformance
+    checks need every key and leave it off."""
     path = Path(path)
     try:
         with open(path, "rb") as f, no_gc():
@@ -87,7 +92,7 @@ def read_raw(path: str | Path) -> list[RawTrace]:
             kind = _sniff(head, path)
             f.seek(0)
             if kind == "seq":
-                traces = [_read_seq(f, str(path))]
+                traces = [_read_seq(f, str(path), prune)]
             else:
                 traces = _read_doc(f, str(path))
     except OSError as e:
@@ -129,7 +134,7 @@ def read_traces(qlog_path: str | Path, stack: str, vantage: str, link_start_unix
     # One pause for both steps: the raw dicts die by refcount before the collector
     # returns, so it never has to scan them.
     with no_gc():
-        return [dialect.convert(raw, ctx) for raw in read_raw(qlog_path)]
+        return [dialect.convert(raw, ctx) for raw in read_raw(qlog_path, prune=True)]
 
 
 def read_run(run_dir: str | Path, stack: str) -> dict[str, list[Trace]]:
@@ -178,6 +183,7 @@ def read_version_record(applog: str | Path) -> dict[str, Any] | None:
 # input it rejects falls back to json, whose errors carry the position the notes cite.
 _decode = msgspec.json.Decoder().decode
 _decode_objects = msgspec.json.Decoder(list[dict[str, Any]]).decode
+_decode_pruned = msgspec.json.Decoder(list[_fields.Event]).decode
 _DECODE_ERRORS = (msgspec.DecodeError, ValueError, RecursionError)
 
 
@@ -210,9 +216,10 @@ def _sniff(head: bytes, path: Path) -> str:
 class _SeqState:
     """Running position and problems of the streaming JSON-SEQ reader."""
 
-    def __init__(self, source: str):
+    def __init__(self, source: str, prune: bool = False):
         """An empty reader state for the file `source`."""
         self.source = source
+        self.prune = prune
         self.header: dict[str, Any] | None = None
         self.events: list[dict[str, Any]] = []
         self.bad: list[str] = []
@@ -244,9 +251,9 @@ class _SeqState:
             self.bad.append(f"line {line} (byte {byte}): {why}")
 
 
-def _read_seq(f, source: str) -> RawTrace:
+def _read_seq(f, source: str, prune: bool = False) -> RawTrace:
     """Stream RS- (or newline-) separated records; bad records are skipped and noted."""
-    st = _SeqState(source)
+    st = _SeqState(source, prune)
     head = f.read(1 << 16)
     sep = RS if RS in head else b"\n"
     pending = head
@@ -282,7 +289,7 @@ def _parse_records(st: _SeqState, block: bytes, sep: bytes) -> None:
         # JSON string); if any piece is not exactly one object, the array is invalid,
         # shorter than the pieces or not all objects, and the slow path says which.
         body = memoryview(block.replace(sep, b","))[start:end]
-        batch = _decode_objects(b"".join((b"[", body, b"]")))
+        batch = _decode_block(st, b"".join((b"[", body, b"]")))
         if len(batch) == block.count(sep, start, end) + 1:
             st.add_batch(batch, st.line, st.byte)
             return
@@ -299,6 +306,19 @@ def _parse_records(st: _SeqState, block: bytes, sep: bytes) -> None:
                 st.fail(line, byte, f"{'truncated record: ' if cut_short else ''}{type(e).__name__}: {e}")
         line += p.count(b"\n")
         byte += len(p) + len(sep)
+
+
+def _decode_block(st: _SeqState, text: bytes) -> list[dict[str, Any]]:
+    """The records of one block as dicts, pruned when asked once the header is known
+    (the header record must keep all its keys). A block the pruning types reject
+    (e.g. `data` not an object) is decoded whole, so the slow path only ever sees
+    blocks with a record that is not JSON or not an object."""
+    if st.prune and (st.header is not None or st.events):
+        try:
+            return _decode_pruned(text)
+        except _DECODE_ERRORS:
+            pass
+    return _decode_objects(text)
 
 
 def _trim(block: bytes, sep: bytes) -> tuple[int, int]:

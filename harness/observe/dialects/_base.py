@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from itertools import repeat
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Callable, ClassVar
@@ -45,17 +46,27 @@ def _maker(cls: type[ev.Event]) -> Callable[[dict[str, Any]], ev.Event]:
     __init__ if the model ever gains slots or validation."""
     if hasattr(cls, "__slots__") or hasattr(cls, "__post_init__"):
         return lambda kw: cls(**kw)
-    defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
     new = object.__new__
+    fields = [f for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING]
+    if all(getattr(cls, f.name, dataclasses.MISSING) is f.default for f in fields):
+        # A dataclass keeps plain defaults as class attributes: an absent field reads
+        # its default from there, so only the given fields need storing.
+        def make(kw: dict[str, Any]) -> ev.Event:
+            obj = new(cls)
+            obj.__dict__.update(kw)
+            return obj
 
-    def make(kw: dict[str, Any]) -> ev.Event:
+        return make
+    defaults = {f.name: f.default for f in fields}
+
+    def make_with_defaults(kw: dict[str, Any]) -> ev.Event:
         obj = new(cls)
         d = obj.__dict__
         d.update(defaults)
         d.update(kw)
         return obj
 
-    return make
+    return make_with_defaults
 
 
 _sent, _metrics, _acked = _maker(ev.PacketSent), _maker(ev.Metrics), _maker(ev.PacketAcked)
@@ -89,6 +100,8 @@ class _Walk:
     last_pto: int = 0
     sentinel_ssthresh: int = 0
     skipped: int = 0
+    #: metric field → (model field, multiplier; None: a size or count, kept as int).
+    metric_conv: dict[str, tuple[str, float | None]] = field(default_factory=dict)
     unmapped_states: dict[str, int] = field(default_factory=dict)
     unmapped_triggers: dict[str, int] = field(default_factory=dict)
     #: Notes a handler wants added after the walk, and counters a dialect keeps.
@@ -153,6 +166,8 @@ class Dialect:
     def _walk(self, w: _Walk, events: list[dict[str, Any]]) -> None:
         """Dispatch every event to its handler, in file order; bad events are counted."""
         handlers, k, off = self.handlers, w.clock.scale, w.clock.offset_us
+        factor = {"rtt": w.rtt_scale, "rate": self.pacing_bps}
+        w.metric_conv = {key: (name, factor.get(kind)) for key, (name, kind) in self.METRICS.items()}
         for e in events:
             try:
                 h = handlers.get(e["name"])
@@ -194,16 +209,14 @@ class Dialect:
     def on_metrics(self, w: _Walk, t: float, d: dict[str, Any]) -> None:
         """metrics_updated → Metrics in model units; a pto_count rise is kept as a possible PtoExpired."""
         vals: dict[str, Any] = {}
-        table = self.METRICS
+        conv = w.metric_conv
         for key, v in d.items():
-            spec = table.get(key)
+            spec = conv.get(key)
             if spec is None or type(v) not in _NUMBER:
                 continue
-            name, kind = spec
-            if kind == "rtt":
-                vals[name] = v * w.rtt_scale
-            elif kind == "rate":
-                vals[name] = v * self.pacing_bps
+            name, factor = spec
+            if factor is not None:
+                vals[name] = v * factor
             elif name == "ssthresh" and v >= SENTINEL:
                 w.sentinel_ssthresh += 1
             else:
@@ -338,8 +351,8 @@ def split_connections(raw: Any) -> list[Any]:
     A group_id that merely changes once (quinn switches from the original DCID to the
     peer's chosen CID after the first packets) is one connection, and only noted.
     """
-    try:  # the common case, hashable ids, without a call per event
-        groups_seen = {e.get("group_id") for e in raw.events}
+    try:  # the common case, hashable ids; map() keeps the loop in C
+        groups_seen = set(map(dict.get, raw.events, repeat("group_id")))
     except TypeError:
         groups_seen = {_group(e) for e in raw.events}
     if len(groups_seen) <= 1:
