@@ -1,6 +1,7 @@
 """The ground-truth join and its derived facts, on the five stacks' fixtures, on small
 made-up cases, and (netns) on a live run with one server datagram held behind 2 later
-ones: the join must show no real drop and name exactly the losses the stack declared."""
+ones: the join must show no real drop, name exactly the losses the stack declared, and
+blame any window reduction on the reorder."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from harness.groundtruth import GroundTruth, PacketRecord, read_log
 from harness.link import REPO_ROOT
 from harness.observe import events as ev
 from harness.observe import join as J
+from harness.observe import reductions as R
+from harness.observe.qlog import read_link_start, read_run, read_trace
 from harness.observe.quic_frames import Stream
 from harness.observe.wire import read_wire
 from test_wire_decode import FIXTURES, STACKS, load
@@ -71,6 +74,12 @@ def test_joined_counts_equal_the_emulators(stack, side):
     for p in j.packets:
         r = next(r for r in mine if r.idx == p.idx) if p.fate == "dropped" else None
         assert r is None or r.reason == p.reason
+    # Per fate, the joined datagrams (one per idx, coalesced packets share it) plus the
+    # link's non-UDP packets make up the emulator's own counters.
+    fates = Counter({p.idx: p.fate for p in j.packets}.values())
+    others = Counter(r.fate for r in mine if r.proto != "udp")
+    for fate in ("delivered", "in_flight"):
+        assert fates[fate] + others[fate] == gt.summary[j.direction][fate], fate
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -88,6 +97,25 @@ def test_one_packet_per_1rtt_datagram_and_delivery_times(stack):
     late = [arrived[p.pn] - p.delivered_us for p in jc.packets if p.fate == "delivered" and p.space == "application"]
     # Written when due: up to one delivery slice (50 µs) early, late by the router's lateness.
     assert late and all(-60 <= x < 5_000 for x in late)
+
+
+@pytest.mark.parametrize("stack", QLOG_STACKS)
+def test_qlog_packet_sent_matches_the_capture(stack, tmp_path):
+    """The server's normalised qlog trace has exactly one packet_sent per 1-RTT packet
+    in its capture, and on the link's clock each is logged shortly before the link
+    reads its datagram (picoquic and quinn fall back to the link clock, aligned on the
+    first datagram, so theirs may come out slightly early)."""
+    gz = next((FIXTURES / stack).glob("server*.gz"))
+    path = tmp_path / gz.name[:-3]
+    path.write_bytes(gzip.decompress(gz.read_bytes()))
+    link = FIXTURES / stack / "link.ndjson"
+    trace = read_trace(path, stack, "server", read_link_start(link), None, link)
+    logged = {e.pn: e.t_us for e in trace.of(ev.PacketSent) if e.space == "application"}
+    view = load(stack, "server")
+    wire = [(p.pn, d.t_us) for d in view.datagrams if d.entered for p in d.packets if p.kind == "1rtt"]
+    assert sorted(pn for pn, _ in wire) == sorted(logged)
+    lags = [t - logged[pn] for pn, t in wire]
+    assert all(-1_000 < lag < 10_000 for lag in lags), (min(lags), max(lags))
 
 
 @pytest.mark.parametrize("stack", QLOG_STACKS)
@@ -227,3 +255,8 @@ def test_scripted_reorder_is_told_from_loss(netns_ready, tmp_path, stack, k):
     assert {r.original_pn for r in audit.spurious_retransmissions} <= {held[0].pn}
     if k < 3:
         assert declared == []
+    # Nothing was dropped: a window reduction, if any, can only be blamed on the reorder.
+    trace = max(read_run(out, stack)["server"], key=lambda t: len(t.of(ev.PacketSent)))
+    causes = R.reductions_with_cause(trace, gt, j)
+    assert all(c.cause == "spurious" and c.matched_by == "pn" for c in causes), [c.describe() for c in causes]
+    assert declared or not causes
