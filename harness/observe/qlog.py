@@ -35,6 +35,8 @@ from harness.observe.events import Trace
 
 #: Read size for the streaming JSON-SEQ reader.
 CHUNK = 4 << 20
+#: Bytes read first to tell the serialisation and JSON-SEQ's separator.
+SNIFF = 1 << 16
 #: A whole-document JSON file larger than this is refused rather than loaded.
 MAX_DOC_BYTES = 1 << 30
 RS = b"\x1e"
@@ -88,7 +90,7 @@ def read_raw(path: str | Path, prune: bool = False) -> list[RawTrace]:
     path = Path(path)
     try:
         with open(path, "rb") as f, no_gc():
-            head = f.read(1 << 16)
+            head = f.read(SNIFF)
             kind = _sniff(head, path)
             f.seek(0)
             if kind == "seq":
@@ -254,7 +256,7 @@ class _SeqState:
 def _read_seq(f, source: str, prune: bool = False) -> RawTrace:
     """Stream RS- (or newline-) separated records; bad records are skipped and noted."""
     st = _SeqState(source, prune)
-    head = f.read(1 << 16)
+    head = f.read(SNIFF)
     sep = RS if RS in head else b"\n"
     pending = head
     while True:
