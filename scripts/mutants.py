@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -91,27 +92,41 @@ def run_pytest(label: str, stack: str, cc: str, targets: list[str], out: Path, p
             "--junitxml", str(out / "junit.xml")]
     env = dict(os.environ, **{RECORD_ENV: str(record), STOP_ENV: "1" if stop_at_failure else "0"})
     started = time.monotonic()
-    seen = 0
     with (out / "pytest.log").open("w") as log:
         proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-        while True:
-            try:
-                proc.wait(timeout=2)
-                done = True
-            except subprocess.TimeoutExpired:
-                done = False
-            records = _read(record)
-            for r in records[seen:]:
-                _log(f"    {label}: {_prop(r['nodeid']).split('::')[-1]} {r['outcome']} "
-                     f"({r['duration_s']:.0f} s){'  ' + r['message'] if r.get('message') else ''}")
-            seen = len(records)
-            if done:
-                break
-            if time.monotonic() - started > RUN_TIMEOUT_S:
-                proc.kill()
-                _log(f"    {label}: stopped after {RUN_TIMEOUT_S} s")
-                break
+        try:
+            _follow(label, proc, record, started)
+        finally:
+            if proc.poll() is None:
+                # SIGTERM lets the harness remove its namespaces (seen: pytest
+                # can sit on a SIGINT in the middle of a Hypothesis example).
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
     return Run(_read(record), time.monotonic() - started, proc.wait())
+
+
+def _follow(label: str, proc: subprocess.Popen, record: Path, started: float) -> int:
+    """Prints each verdict as pytest records it, until the process ends."""
+    seen = 0
+    while True:
+        try:
+            proc.wait(timeout=2)
+            done = True
+        except subprocess.TimeoutExpired:
+            done = False
+        records = _read(record)
+        for r in records[seen:]:
+            _log(f"    {label}: {_prop(r['nodeid']).split('::')[-1]} {r['outcome']} "
+                 f"({r['duration_s']:.0f} s){'  ' + r['message'] if r.get('message') else ''}")
+        seen = len(records)
+        if done:
+            return seen
+        if time.monotonic() - started > RUN_TIMEOUT_S:
+            _log(f"    {label}: stopped after {RUN_TIMEOUT_S} s")
+            return seen
 
 
 def _read(path: Path) -> list[dict]:
@@ -150,6 +165,17 @@ class Stock:
     def false_kills(self) -> list[str]:
         """Properties a stock run failed outright (recorded findings are xfails)."""
         return sorted({p for r in self.runs for p, o in r.outcomes().items() if o in ("failed", "xpassed")})
+
+
+def snapshot(paths: list[str]) -> list[str]:
+    """The property functions under `paths` now, so that every run of this
+    invocation sees the same set while others add properties to the tree."""
+    argv = [sys.executable, "-m", "pytest", *paths, "--collect-only", "-q", "-p", "no:cacheprovider"]
+    r = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
+    found = [line.strip() for line in r.stdout.splitlines() if "::" in line]
+    if r.returncode != 0 or not found:
+        raise SystemExit(f"collecting {' '.join(paths)} failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+    return list(dict.fromkeys(_prop(n) for n in found))
 
 
 def run_stock(stack: str, cc: str, n: int, props: list[str], out: Path, profile: str) -> Stock:
@@ -235,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "artifacts" / "mutants", help="results and artifacts")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown too")
     a = ap.parse_args(argv)
+    # A plain SIGTERM would end this process without stopping the pytest child.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     chosen = list(MUTANTS)
     if a.only:
@@ -250,9 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     a.out.mkdir(parents=True, exist_ok=True)
 
+    props = snapshot(a.properties)
+    _log(f"[{len(props)} properties: {', '.join(p.split('::')[-1] for p in props)}]")
     stocks: dict[tuple[str, str], Stock] = {}
     for key in dict.fromkeys((m.stack, m.stock) for m in chosen):
-        stocks[key] = run_stock(*key, a.stock_runs, a.properties, a.out, a.profile)
+        stocks[key] = run_stock(*key, a.stock_runs, props, a.out, a.profile)
     verdicts = []
     for i, m in enumerate(chosen, 1):
         _log(f"[mutant {i}/{len(chosen)}: {m.name} ({m.bug}), {_clock(time.monotonic() - started)} so far]")
@@ -265,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             _log(f"  ! namespaces left behind: {left}")
 
     result = {
-        "profile": a.profile, "stock_runs": a.stock_runs, "wall_s": round(time.monotonic() - started),
+        "profile": a.profile, "stock_runs": a.stock_runs, "properties": props, "wall_s": round(time.monotonic() - started),
         "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
         "mutants": [{"name": v.mutant.name, "stack": v.mutant.stack, "cc": v.mutant.cc, "bug": v.mutant.bug,
                      "killed_by": v.killed_by, "events": v.events, "equivalent_by": v.equivalent_by,
