@@ -164,3 +164,35 @@ def test_losses_before_the_previous_reduction_are_not_counted_again():
     first, second = R.reductions_with_cause(tr, truth(records))
     assert (first.declared, second.declared) == ((20,), (120,))
     assert [r.idx for r in second.records] == [120]
+
+
+# --- recovery periods -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", ["aioquic", "quic-go", "picoquic"])
+def test_fixture_recovery_periods_last_about_a_round_trip(stack, tmp_path):
+    """A period ends when a packet sent after it began is acknowledged: at least one
+    base RTT (40 ms) later, and on these lightly queued links within three."""
+    trace = fixture_trace(stack, tmp_path)
+    periods = R.recovery_periods(trace)
+    assert len(periods) == len(R.reductions(trace)) >= 2  # no cut here falls inside a period
+    sent = {p.pn: p.t_us for p in trace.of(ev.PacketSent) if p.space == "application"}
+    for p in periods:
+        assert 40_000 <= p.end_us - p.start_us <= 120_000, p
+        assert sent[p.ended_by_pn] >= p.start_us
+
+
+def test_quinn_recovery_periods_have_no_end_without_acks(tmp_path):
+    periods = R.recovery_periods(fixture_trace("quinn", tmp_path))
+    assert periods and all(p.end_us is None and p.ended_by_pn is None for p in periods)
+
+
+def test_a_cut_inside_an_open_period_opens_none():
+    sends = steady(200)
+    tr = trace(sends, [(0, 60_000), (70_000, 30_000), (90_000, 15_000), (150_000, 7_000)])
+    acks = [ev.PacketAcked(t + RTT, pn, "application") for pn, t in enumerate(sends)]
+    tr = ev.Trace(tr.stack, tr.vantage, sorted(tr.events + acks, key=lambda e: e.t_us), tr.source)
+    periods = R.recovery_periods(tr)
+    # pn 69 (sent at 70 ms) is acked at 110 ms: the cut at 90 ms is inside the first period.
+    assert [(p.start_us, p.end_us, p.ended_by_pn) for p in periods] == [(70_000, 110_000, 69),
+                                                                        (150_000, 190_000, 149)]

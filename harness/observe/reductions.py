@@ -1,8 +1,9 @@
 """Window reductions, and the cause of each one found in the emulator's ground truth.
 
 `reductions(trace)` finds every fall of the congestion window by more than
-REDUCTION_FRACTION (properties/analysis.py re-exports it). `reductions_with_cause`
-then asks the ground truth why the window fell, one `ReductionCause` per reduction:
+REDUCTION_FRACTION (properties/analysis.py re-exports it); `recovery_periods(trace)`
+the recovery period each one opened. `reductions_with_cause` asks the ground truth
+why the window fell, one `ReductionCause` per reduction:
 
 | cause | evidence in the ground truth |
 |---|---|
@@ -28,7 +29,7 @@ import bisect
 from dataclasses import dataclass
 
 from harness.groundtruth import GroundTruth, PacketRecord
-from harness.observe.events import Metrics, PacketLost, PacketSent, Trace
+from harness.observe.events import Metrics, PacketAcked, PacketLost, PacketSent, Trace
 from harness.observe.join import reorder_distances
 
 #: A drop of the window by more than this fraction counts as a reduction; smaller
@@ -86,6 +87,34 @@ def reductions(trace: Trace) -> list[Reduction]:
         cwnd = m.congestion_window
         inflight_low = m.bytes_in_flight
     return found
+
+
+@dataclass(frozen=True)
+class RecoveryPeriod:
+    """RFC 9002 §7.3.2: from a reduction until a packet sent after it is acknowledged."""
+
+    reduction: Reduction
+    start_us: float
+    #: When the first packet sent at or after `start_us` was acknowledged; None when
+    #: the trace ends first or has no acknowledgements (quinn's qlog: use the wire).
+    end_us: float | None
+    ended_by_pn: int | None
+
+
+def recovery_periods(trace: Trace) -> list[RecoveryPeriod]:
+    """One period per reduction, in time order. A reduction inside an open period
+    (which RFC 9002 §7.3.2 forbids for losses of packets sent before it) opens no new
+    period; it is left for the properties to judge."""
+    sent = {(p.space, p.pn): p.t_us for p in trace.of(PacketSent)}
+    acks = sorted(((a.t_us, sent.get((a.space, a.pn)), a.pn) for a in trace.of(PacketAcked)
+                   if (a.space, a.pn) in sent), key=lambda a: a[0])
+    out: list[RecoveryPeriod] = []
+    for r in reductions(trace):
+        if out and (out[-1].end_us is None or r.t_us < out[-1].end_us):
+            continue
+        end = next(((t, pn) for t, sent_us, pn in acks if sent_us >= r.t_us and t >= r.t_us), None)
+        out.append(RecoveryPeriod(r, r.t_us, end[0] if end else None, end[1] if end else None))
+    return out
 
 
 def max_datagram(trace: Trace) -> int:
