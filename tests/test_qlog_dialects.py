@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from harness.observe import events as ev
 from harness.observe import qlog
 
@@ -169,3 +172,23 @@ def test_acks_ignore_unsent_and_huge_ranges(tmp_path):
 def test_unknown_stack_reads_as_standard_qlog(tmp_path):
     t = qlog.read_trace(seq(tmp_path, [sent(0, 1)]), "msquic", "client", LINK_START_NS)
     assert t.of(ev.PacketSent) and any("no dialect module" in n for n in t.notes)
+
+
+@settings(max_examples=300, deadline=None)
+@given(sent=st.sets(st.integers(0, 60), max_size=40),
+       acks=st.lists(st.tuples(st.floats(0, 100), st.lists(st.tuples(st.integers(-5, 70), st.integers(0, 12)),
+                                                          max_size=4)), max_size=12))
+def test_derive_acks_is_the_first_covering_ack(sent, acks):
+    """The derivation (which skips what is already acknowledged) against the plain
+    definition: each sent pn is acked at the first ACK frame, in time order, covering it."""
+    from harness.observe.dialects._base import derive_acks
+
+    frames = [(t, "application", [[lo, lo + n] for lo, n in ranges]) for t, ranges in acks]
+    got, bad = derive_acks({"application": set(sent)}, frames)
+    want = {}
+    for t, _, ranges in sorted(frames, key=lambda a: a[0]):
+        for lo, hi in ranges:
+            for pn in range(lo, hi + 1):
+                if pn in sent and pn not in want:
+                    want[pn] = t
+    assert bad == 0 and {a.pn: a.t_us for a in got} == want and len(got) == len(want)

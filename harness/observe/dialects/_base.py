@@ -14,6 +14,7 @@ one note; nothing raises out of `convert`.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter
@@ -315,6 +316,10 @@ def derive_acks(sent: dict[str, set[int]],
     """A PacketAcked at the first ACK frame covering each sent packet number, and
     the number of malformed ranges skipped."""
     unacked = {space: set(pns) for space, pns in sent.items()}
+    # Outstanding pns as a heap (a sorted list is one), popped lazily: its top is the
+    # lowest unacked pn. ACK ranges re-report old packets in every frame; starting each
+    # range there keeps the work proportional to what is newly acknowledged.
+    lowest = {space: sorted(pns) for space, pns in unacked.items()}
     out: list[ev.PacketAcked] = []
     bad = 0
     for t, space, ranges in sorted(acks, key=lambda a: a[0]):
@@ -324,11 +329,19 @@ def derive_acks(sent: dict[str, set[int]],
         if not isinstance(ranges, list):
             bad += 1
             continue
+        heap = lowest[space]
         for r in ranges:
             try:
                 lo, hi = int(r[0]), int(r[-1])
             except (TypeError, ValueError, IndexError, KeyError, OverflowError):
                 bad += 1
+                continue
+            while heap and heap[0] not in pending:
+                heapq.heappop(heap)
+            if not heap:
+                break
+            lo = max(lo, heap[0])
+            if lo > hi:
                 continue
             if hi - lo < len(pending):
                 hit = [pn for pn in range(lo, hi + 1) if pn in pending]
