@@ -50,6 +50,10 @@ MUTANTS_ARGS ?=
 mutants: setup
 	$(PY) scripts/mutants.py $(MUTANTS_ARGS)
 
+# Model-checks spec/ (TLA+) and compares the state counts with spec/manifest.json.
+tlc: $(STAMPS)/system-deps $(STAMPS)/python-deps
+	nice -n 19 $(PY) -m harness.model.check
+
 bench-emulator: setup
 	scripts/install-bench-deps.sh
 	$(PY) bench/emulator_bench.py

@@ -7,7 +7,8 @@ set -euo pipefail
 # cmake, libclang-dev: quiche's BoringSSL build and bindgen (harness/endpoints/rust).
 # graphviz: `dot` renders the state-transition diagrams (harness/report/diagram.py).
 # tshark: cross-checks our QUIC decryption in tests (tests/test_wire_tshark.py).
-PACKAGES=(iproute2 iperf3 cmake libclang-dev graphviz tshark)
+# openjdk-17-jre-headless: runs TLC, the TLA+ model checker (make tlc, harness/model).
+PACKAGES=(iproute2 iperf3 cmake libclang-dev graphviz tshark openjdk-17-jre-headless)
 
 # Prints the packages of "$@" that dpkg does not report as installed.
 missing_packages() {

