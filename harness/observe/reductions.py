@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from harness.groundtruth import GroundTruth, PacketRecord
 from harness.observe.events import Metrics, PacketAcked, PacketLost, PacketSent, Trace
-from harness.observe.join import reorder_distances
+from harness.observe.join import Join, reorder_distances
 
 #: A drop of the window by more than this fraction counts as a reduction; smaller
 #: wobbles (rounding, pacing credit) do not.
@@ -147,7 +147,7 @@ class ReductionCause:
         return f"{self.reduction.describe()}: {what}, matched by {self.matched_by}{pns}{idx}"
 
 
-def reductions_with_cause(trace: Trace, ground_truth: GroundTruth, joined=None,
+def reductions_with_cause(trace: Trace, ground_truth: GroundTruth, joined: Join | None = None,
                           conn: int = 0) -> list[ReductionCause]:
     """Every reduction of `trace` (the data sender's) with its cause in `ground_truth`.
 
@@ -166,7 +166,7 @@ def reductions_with_cause(trace: Trace, ground_truth: GroundTruth, joined=None,
 class _Context:
     """The sender's ground-truth records and RTT history, indexed for lookups by time."""
 
-    def __init__(self, trace: Trace, gt: GroundTruth, joined, conn: int):
+    def __init__(self, trace: Trace, gt: GroundTruth, joined: Join | None, conn: int):
         self.direction = "s2c" if trace.vantage == "server" else "c2s"
         self.joined, self.conn = joined, conn
         flows = {p.flow for p in joined.packets if p.conn == conn} if joined is not None else None
