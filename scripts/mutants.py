@@ -54,7 +54,26 @@ class Run:
     returncode: int
 
     def outcomes(self) -> dict[str, str]:
-        return {_prop(r["nodeid"]): r["outcome"] for r in self.records}
+        """Worst outcome per property over its parametrisations (one failing flow
+        count fails the fairness property)."""
+        worst: dict[str, str] = {}
+        for r in self.records:
+            p = _prop(r["nodeid"])
+            if p not in worst or _RANK[r["outcome"]] > _RANK[worst[p]]:
+                worst[p] = r["outcome"]
+        return worst
+
+    @classmethod
+    def load(cls, out: Path) -> Run | None:
+        """A finished run's verdicts from its directory (for --report)."""
+        if not (out / "verdicts.ndjson").exists():
+            return None
+        meta = json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
+        records = _read(out / "verdicts.ndjson")
+        return cls(records, meta.get("wall_s", sum(r["duration_s"] for r in records)), meta.get("returncode", 0))
+
+
+_RANK = {"passed": 0, "skipped": 1, "xfailed": 2, "xpassed": 3, "error": 4, "failed": 5}
 
 
 @dataclass
@@ -105,7 +124,9 @@ def run_pytest(label: str, stack: str, cc: str, targets: list[str], out: Path, p
                     proc.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     proc.kill()
-    return Run(_read(record), time.monotonic() - started, proc.wait())
+    run = Run(_read(record), time.monotonic() - started, proc.wait())
+    (out / "run.json").write_text(json.dumps({"wall_s": round(run.wall_s, 1), "returncode": run.returncode}) + "\n")
+    return run
 
 
 def _follow(label: str, proc: subprocess.Popen, record: Path, started: float) -> int:
@@ -178,37 +199,51 @@ def snapshot(paths: list[str]) -> list[str]:
     return list(dict.fromkeys(_prop(n) for n in found))
 
 
-def run_stock(stack: str, cc: str, n: int, props: list[str], out: Path, profile: str) -> Stock:
+def run_stock(stack: str, cc: str, n: int, props: list[str], out: Path, profile: str, report: bool) -> Stock:
     runs = []
     for i in range(n):
-        _log(f"[stock {stack}/{cc} run {i + 1}/{n}]")
-        runs.append(run_pytest(f"{stack}/{cc}#{i + 1}", stack, cc, props, out / f"stock-{stack}-{cc}-{i + 1}",
-                               profile, stop_at_failure=False))
+        d = out / f"stock-{stack}-{cc}-{i + 1}"
+        if report:
+            run = Run.load(d)
+            if run is None:
+                raise SystemExit(f"--report: no stock run in {d}")
+        else:
+            _log(f"[stock {stack}/{cc} run {i + 1}/{n}]")
+            run = run_pytest(f"{stack}/{cc}#{i + 1}", stack, cc, props, d, profile, stop_at_failure=False)
+        runs.append(run)
     return Stock(stack, cc, runs)
 
 
-def run_mutant(m: Mutant, stock: Stock, out: Path, profile: str) -> Verdict:
-    v = Verdict(m)
+def run_mutant(m: Mutant, stock: Stock, out: Path, profile: str, report: bool) -> Verdict:
+    """Runs the properties its stock passed, stopping at the first failure (a kill);
+    if none fails, the properties its stock did not pass (equivalence)."""
     passing = stock.passed_always()
-    run = run_pytest(m.name, m.stack, m.cc, passing, out / m.name.replace("/", "-"), profile, stop_at_failure=True)
-    v.wall_s = run.wall_s
-    v.failed = [_prop(r["nodeid"]) for r in run.records if r["outcome"] == "failed"]
-    kill = next((r for r in run.records if r["outcome"] == "failed" and _prop(r["nodeid"]) in passing), None)
-    if kill is not None:
-        v.killed_by = kill
-        if kill.get("example"):
-            saved = Path(kill["example"]) / "example.json"
-            if saved.exists():
-                v.events = impairment_events(json.loads(saved.read_text())["schedule"])
-        return v
-    # Survived: does it fail where the stock fails too (equivalent on this stack)?
     others = [p for p in stock.not_passed() if p not in passing]
-    if others:
-        extra = run_pytest(m.name + " (stock-failing properties)", m.stack, m.cc, others,
-                           out / (m.name.replace("/", "-") + "-equivalence"), profile, stop_at_failure=False)
-        v.wall_s += extra.wall_s
-        v.equivalent_by = [_prop(r["nodeid"]) for r in extra.records if r["outcome"] == "failed"]
+    d = out / m.name.replace("/", "-")
+    e = d.with_name(d.name + "-equivalence")
+    if report:
+        run, extra = Run.load(d), Run.load(e)
+        if run is None:
+            raise SystemExit(f"--report: no run of {m.name} in {d}")
+    else:
+        run = run_pytest(m.name, m.stack, m.cc, passing, d, profile, stop_at_failure=True)
+        extra = None
+        if others and not _kill(run, passing):
+            extra = run_pytest(m.name + " (stock-failing properties)", m.stack, m.cc, others, e, profile,
+                               stop_at_failure=False)
+    v = Verdict(m, wall_s=run.wall_s + (extra.wall_s if extra else 0.0))
+    v.failed = [_prop(r["nodeid"]) for r in run.records + (extra.records if extra else []) if r["outcome"] == "failed"]
+    v.killed_by = _kill(run, passing)
+    if v.killed_by is None and extra is not None:
+        v.equivalent_by = sorted({_prop(r["nodeid"]) for r in extra.records if r["outcome"] == "failed"})
+    example = (v.killed_by or {}).get("example")
+    if example and (Path(example) / "example.json").exists():
+        v.events = impairment_events(json.loads((Path(example) / "example.json").read_text())["schedule"])
     return v
+
+
+def _kill(run: Run, passing: list[str]) -> dict | None:
+    return next((r for r in run.records if r["outcome"] == "failed" and _prop(r["nodeid"]) in passing), None)
 
 
 def table(verdicts: list[Verdict], stocks: list[Stock], markdown: bool) -> str:
@@ -260,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stock-runs", type=int, default=3, help="runs of each stock controller (default 3)")
     ap.add_argument("--out", type=Path, default=REPO / "artifacts" / "mutants", help="results and artifacts")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown too")
+    ap.add_argument("--report", action="store_true", help="run nothing: rebuild the table from --out's runs")
     a = ap.parse_args(argv)
     # A plain SIGTERM would end this process without stopping the pytest child.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -273,20 +309,23 @@ def main(argv: list[str] | None = None) -> int:
         chosen = [m for m in chosen if m.name in names]
     if a.stacks:
         chosen = [m for m in chosen if m.stack in a.stacks.split(",")]
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 and not a.report:
         ap.error("needs root (network namespaces), like every property run")
     started = time.monotonic()
     a.out.mkdir(parents=True, exist_ok=True)
 
-    props = snapshot(a.properties)
-    _log(f"[{len(props)} properties: {', '.join(p.split('::')[-1] for p in props)}]")
+    props = [] if a.report else snapshot(a.properties)
+    if props:
+        _log(f"[{len(props)} properties: {', '.join(p.split('::')[-1] for p in props)}]")
     stocks: dict[tuple[str, str], Stock] = {}
     for key in dict.fromkeys((m.stack, m.stock) for m in chosen):
-        stocks[key] = run_stock(*key, a.stock_runs, props, a.out, a.profile)
+        stocks[key] = run_stock(*key, a.stock_runs, props, a.out, a.profile, a.report)
+    if a.report:
+        props = sorted({p for s in stocks.values() for r in s.runs for p in r.outcomes()})
     verdicts = []
     for i, m in enumerate(chosen, 1):
         _log(f"[mutant {i}/{len(chosen)}: {m.name} ({m.bug}), {_clock(time.monotonic() - started)} so far]")
-        v = run_mutant(m, stocks[(m.stack, m.stock)], a.out, a.profile)
+        v = run_mutant(m, stocks[(m.stack, m.stock)], a.out, a.profile, a.report)
         _log(f"  → {'killed by ' + _prop(v.killed_by['nodeid']).split('::')[-1] if v.killed_by else 'not killed'}"
              f" in {_clock(v.wall_s)}")
         verdicts.append(v)
