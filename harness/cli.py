@@ -2,6 +2,7 @@
 
     longlook transfer --impl aioquic --cc cubic --bytes 5MB --rate 50mbit --rtt 40ms --loss 0.01 --out runs/a
     longlook impls
+    longlook coverage [artifacts/model-coverage] [--diagrams DIR]
 
 Every user error ends as one line on stderr naming the problem and the fix, exit 2;
 a transfer that fails ends with exit 1 and its artifacts kept.
@@ -54,6 +55,10 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("impls", help="list stacks, their CC algorithms and capabilities")
     r = sub.add_parser("replay", help="re-run exactly the property example saved in DIR")
     r.add_argument("dir", type=Path, help="an example directory (the path a failure report names)")
+    c = sub.add_parser("coverage", help="which TLA+ model transitions the recorded runs reached, per stack")
+    c.add_argument("paths", nargs="*", type=Path, default=[Path("artifacts/model-coverage")],
+                   help="model-coverage files or directories (default: artifacts/model-coverage)")
+    c.add_argument("--diagrams", type=Path, help="write each stack's state diagram (covered edges green) here")
     return p
 
 
@@ -128,15 +133,27 @@ def cmd_replay(a: argparse.Namespace) -> int:
     return subprocess.run(argv, cwd=REPO_ROOT, check=False).returncode
 
 
+def cmd_coverage(a: argparse.Namespace) -> int:
+    from harness.model.coverage import report
+
+    try:
+        print(report(a.paths, a.diagrams))
+    except FileNotFoundError as e:
+        raise units.UnitError(str(e)) from None
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
     from harness.link import LinkError, ScheduleError
     from harness.netns import NetnsError
+    from harness.model.tlc import TlcError
     from harness.topology import TestbedError
 
     try:
-        return {"transfer": cmd_transfer, "impls": cmd_impls, "replay": cmd_replay}[a.command](a)
-    except (StackError, units.UnitError, TestbedError, ScheduleError, LinkError, NetnsError) as e:
+        return {"transfer": cmd_transfer, "impls": cmd_impls, "replay": cmd_replay,
+                "coverage": cmd_coverage}[a.command](a)
+    except (StackError, units.UnitError, TestbedError, ScheduleError, LinkError, NetnsError, TlcError) as e:
         print(f"longlook: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

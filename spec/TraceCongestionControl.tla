@@ -23,8 +23,9 @@ VARIABLE cursor
 
 E == TraceLog[cursor]
 
-\* Printed for coverage: the model state before the step and the action taken.
-Step(name) == PrintT(<<"step", E.line, CcState, name>>)
+\* Printed for coverage: the model state before the step, the action, the state after.
+\* (Used last in a step, when every primed variable is known.)
+Step(name) == PrintT(<<"step", E.line, CcState, name, CcState'>>)
 
 TraceInit == cursor = 1 /\ Init
 

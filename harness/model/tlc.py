@@ -172,6 +172,15 @@ def run(spec_dir: Path, module: str, config: str | None = None, workers: int = 1
 
 
 def _printed(out: str) -> list[str]:
-    """PrintT lines: TLC writes them bare among its own messages, which are
-    recognisable by their prefixes; ours always print a tuple."""
-    return [ln for ln in out.splitlines() if ln.startswith("<<")]
+    """PrintT values: TLC writes them bare among its own messages; ours are always
+    tuples, and TLC wraps long ones over several lines."""
+    values, current, depth = [], [], 0
+    for ln in out.splitlines():
+        if not current and not ln.startswith("<<"):
+            continue
+        current.append(ln.strip())
+        depth += ln.count("<<") - ln.count(">>") + ln.count("[") - ln.count("]")
+        if depth <= 0:
+            values.append(" ".join(current))
+            current, depth = [], 0
+    return values

@@ -77,6 +77,11 @@ def _max_datagram(trace: Trace) -> int:
     return max(sizes, default=1200)
 
 
+def _window_falls(trace: Trace) -> bool:
+    windows = [m.congestion_window for m in trace.of(Metrics) if m.congestion_window is not None]
+    return any(b < a for a, b in zip(windows, windows[1:]))
+
+
 def _check(trace: Trace, family: str) -> None:
     if family not in FAMILIES:
         raise Unvalidatable(f"{family} has no window relation in the spec (only {', '.join(FAMILIES)})")
@@ -84,6 +89,9 @@ def _check(trace: Trace, family: str) -> None:
         raise Unvalidatable(f"{trace.stack} {trace.vantage} trace has no packet_sent events")
     if not any(m.congestion_window is not None for m in trace.of(Metrics)):
         raise Unvalidatable(f"{trace.stack} logs no congestion window")
+    if not trace.of(PacketLost) and _window_falls(trace):
+        raise Unvalidatable(f"{trace.stack} logs no packet_lost, yet its window fell: reductions cannot be "
+                            "tied to losses")
     if not trace.of(PacketAcked):
         raise Unvalidatable(f"{trace.stack}'s trace has no packet_acked (its qlog has no ACK frames): "
                             "the window's growth cannot be tied to acknowledgements")
@@ -120,4 +128,22 @@ def from_trace(trace: Trace, family: str) -> TraceLog:
         elif isinstance(e, (CongestionState, SpuriousLoss)):
             records.append(Record("other", line))
     assert initial is not None  # _check
-    return TraceLog(records, _max_datagram(trace), initial, family)
+    return TraceLog(_acks_first(records, trace), _max_datagram(trace), initial, family)
+
+
+def _acks_first(records: list[Record], trace: Trace) -> list[Record]:
+    """Within one instant, acknowledgements and losses before everything else.
+    Stacks log the window an ACK frame produced either after the frame's packets
+    (aioquic) or before them (picoquic writes metrics_updated first); the window
+    is the result of the frame either way."""
+    out: list[Record] = []
+    i = 0
+    while i < len(records):
+        t = trace.events[records[i].line - 1].t_us
+        j = i
+        while j < len(records) and trace.events[records[j].line - 1].t_us == t:
+            j += 1
+        group = records[i:j]
+        out += [r for r in group if r.k in ("acked", "lost")] + [r for r in group if r.k not in ("acked", "lost")]
+        i = j
+    return out

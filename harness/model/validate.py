@@ -39,6 +39,7 @@ class Step:
     line: int
     state: str
     action: str
+    after: str
 
 
 @dataclass
@@ -94,10 +95,10 @@ def _steps(printed: list[str]) -> list[Step]:
     for line in printed:
         if not line.startswith('<<"step"'):
             continue
-        _, n, state, action = tlavalue.parse(line)
+        _, n, state, action, after = tlavalue.parse(line)
         if (n, action) not in seen:
             seen.add((n, action))
-            steps.append(Step(n, state, action))
+            steps.append(Step(n, state, action, after))
     return steps
 
 

@@ -1,0 +1,148 @@
+"""Model coverage: which abstract transitions of the TLA+ model the runs reached.
+
+A transition is (state, action, state'), with states as CongestionControl's CcState
+(Init, SlowStart, …) and actions as its action names: not concrete window values.
+The model's own transitions come from TLC on spec/MCTransitions.tla (the bounded
+model, each edge printed once); a run's come from trace validation (each matched
+record prints the step it took). Properties record each validated run under
+<artifacts>/model-coverage/<target>.ndjson; `longlook coverage` reports them.
+
+Guidance: `novelty()` counts the transitions an example reached that no earlier
+example of the session had, for hypothesis.target.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from harness.model import tlavalue, tlc
+from harness.model.validate import SPEC_DIR, Verdict
+
+Transition = tuple[str, str, str]
+#: States a trace cannot show: no stack logs app-limited or a window cap, so the
+#: model's ApplicationLimited and CongestionAvoidanceMaxed are reached only by TLC.
+UNOBSERVABLE_STATES = ("ApplicationLimited", "CongestionAvoidanceMaxed")
+#: Actions no normalised event maps to (no ECN or app-limited events in traces).
+UNOBSERVABLE_ACTIONS = ("OnEcnCe", "SetAppLimited")
+
+
+@lru_cache(maxsize=1)
+def model_transitions() -> frozenset[Transition]:
+    """Every transition of the bounded model (TLC, a few seconds; cached)."""
+    result = tlc.run(SPEC_DIR, "MCTransitions")
+    if not result.ok:
+        raise tlc.TlcError(f"MCTransitions failed: {result.error}")
+    return frozenset(tuple(tlavalue.parse(v)[1:]) for v in result.printed if v.startswith('<<"edge"'))
+
+
+def observable(t: Transition) -> bool:
+    return not (set(t) & set(UNOBSERVABLE_STATES) or t[1] in UNOBSERVABLE_ACTIONS)
+
+
+def transitions(verdict: Verdict) -> Counter[Transition]:
+    """How often the run took each transition (matched records only)."""
+    return Counter((s.state, s.action, s.after) for s in verdict.steps)
+
+
+#: Per target id, the transitions earlier examples of this session reached.
+_seen: dict[str, set[Transition]] = {}
+
+
+def novelty(target_id: str, reached: set[Transition]) -> int:
+    """Transitions in `reached` not reached before in this session by `target_id`;
+    remembers them."""
+    seen = _seen.setdefault(target_id, set())
+    new = reached - seen
+    seen |= reached
+    return len(new)
+
+
+def record(path: Path, target_id: str, verdict: Verdict, schedule: dict | None = None) -> None:
+    """Appends one validated run to `path` (NDJSON)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = {"target": target_id, "accepted": verdict.accepted, "records": verdict.records,
+            "matched": verdict.matched, "transitions": [[*t, n] for t, n in sorted(transitions(verdict).items())],
+            "schedule": schedule}
+    with path.open("a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+@dataclass
+class StackCoverage:
+    target: str
+    runs: int
+    reached: Counter  # Transition -> times taken
+
+    def states(self) -> set[str]:
+        return {t[0] for t in self.reached} | {t[2] for t in self.reached}
+
+
+def load(paths: list[Path]) -> dict[str, StackCoverage]:
+    """Reads model-coverage NDJSON files (or directories of them)."""
+    files = [f for p in paths for f in (sorted(p.glob("*.ndjson")) if p.is_dir() else [p])]
+    out: dict[str, StackCoverage] = {}
+    for f in files:
+        for ln in f.read_text().splitlines():
+            d = json.loads(ln)
+            cov = out.setdefault(d["target"], StackCoverage(d["target"], 0, Counter()))
+            cov.runs += 1
+            for s, a, s2, n in d["transitions"]:
+                cov.reached[(s, a, s2)] += n
+    return out
+
+
+def table(model: frozenset[Transition], stacks: dict[str, StackCoverage]) -> str:
+    """Markdown: one row per model transition, one column per target."""
+    names = sorted(stacks)
+    rows = ["| from | action | to | " + " | ".join(names) + " |", "|---|---|---|" + "---|" * len(names)]
+    for t in sorted(model, key=lambda t: (not observable(t), t)):
+        cells = [str(stacks[n].reached.get(t, "")) or ("·" if observable(t) else "n/o") for n in names]
+        rows.append(f"| {t[0]} | {t[1]} | {t[2]} | " + " | ".join(cells) + " |")
+    obs = [t for t in model if observable(t)]
+    for n in names:
+        hit = [t for t in obs if stacks[n].reached.get(t)]
+        extra = [t for t in stacks[n].reached if t not in model]
+        rows.append(f"\n{n}: {stacks[n].runs} runs, {len(hit)} of {len(obs)} observable model transitions"
+                    + (f"; {len(extra)} outside the bounded model: {sorted(extra)[:5]}" if extra else ""))
+    return "\n".join(rows)
+
+
+def dot(model: frozenset[Transition], reached: Counter) -> str:
+    """Graphviz source: model states, edges labelled by action; reached edges green
+    with their count, unreached grey, unobservable dashed."""
+    lines = ["digraph model {", "  rankdir=LR; node [shape=box, fontname=Helvetica]; edge [fontname=Helvetica, fontsize=9];"]
+    for t in sorted(model):
+        n = reached.get(t, 0)
+        style = ('color="forestgreen", penwidth=2' if n else 'color="grey70", fontcolor="grey50"') + \
+            ("" if observable(t) else ", style=dashed")
+        label = f"{t[1]}" + (f" ×{n}" if n else "")
+        lines.append(f'  "{t[0]}" -> "{t[2]}" [label="{label}", {style}];')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def report(paths: list[Path], out_dir: Path | None) -> str:
+    """`longlook coverage`: the table, and per target a .dot (and .svg when
+    Graphviz's dot is installed) in `out_dir`."""
+    stacks = load([p for p in paths if p.exists()])
+    if not stacks:
+        raise FileNotFoundError(f"no model coverage recorded under {', '.join(map(str, paths))}; run the "
+                                "properties first (make check), which record it under <artifacts>/model-coverage/")
+    model = model_transitions()
+    text = table(model, stacks)
+    if out_dir is not None:
+        import shutil
+        import subprocess
+
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name, cov in stacks.items():
+            path = out_dir / f"{name}.dot"
+            path.write_text(dot(model, cov.reached))
+            if shutil.which("dot"):
+                subprocess.run(["dot", "-Tsvg", str(path), "-o", str(path.with_suffix(".svg"))], check=False)
+        text += f"\n\ndiagrams: {out_dir}/<target>.dot" + (" and .svg" if shutil.which("dot") else "")
+    return text
