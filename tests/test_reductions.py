@@ -54,14 +54,23 @@ def test_fixture_reductions_are_real_drops(stack, tmp_path):
     assert all({r.idx for r in e.records} <= {r.idx for r in t.records} for e, t in zip(exact, by_time))
 
 
-def test_quiche_without_packet_lost_is_matched_by_time():
-    """quiche's fixture has no qlog losses; the wire-derived window still falls, and
-    the drops before each fall are found by time."""
-    gt = read_log(FIXTURES / "quiche" / "link.ndjson")
-    view = load("quiche", "server")
-    causes = R.reductions_with_cause(J.wire_trace(view, stack="quiche"), gt, J.join(view, gt))
-    during = [c for c in causes if c.reduction.after > 0]  # the last is the connection closing
-    assert during and all(c.cause == "drop" and c.matched_by == "time" and not c.declared for c in during)
+def test_quiche_without_packet_lost_is_matched_by_time(tmp_path):
+    """quiche logs no packet_lost: its cuts are matched by time to drops the sender
+    could have learnt of (sent after the previous cut, a base RTT before this one)."""
+    run = Path(__file__).parent / "fixtures" / "causes" / "quiche"
+    path = tmp_path / "server.sqlog"
+    path.write_bytes(gzip.decompress((run / "server.sqlog.gz").read_bytes()))
+    link = run / "link.ndjson"
+    trace = qlog.read_trace(path, "quiche", "server", qlog.read_link_start(link), None, link)
+    gt = read_log(link)
+    causes = R.reductions_with_cause(trace, gt)
+    assert not trace.of(ev.PacketLost) and len(causes) == 3
+    assert all((c.cause, c.matched_by, c.declared, c.reasons) == ("drop", "time", (), ("loss_iid",))
+               for c in causes), [c.describe() for c in causes]
+    # Each drop is offered once, to the first cut it could have caused.
+    idx = [r.idx for c in causes for r in c.records]
+    assert len(idx) == len(set(idx)) and all(r.arr_us < c.reduction.t_us - 40_000 + R.SEND_TOLERANCE_US
+                                             for c in causes for r in c.records)
 
 
 # --- made-up cases ----------------------------------------------------------------------
@@ -196,3 +205,24 @@ def test_a_cut_inside_an_open_period_opens_none():
     # pn 69 (sent at 70 ms) is acked at 110 ms: the cut at 90 ms is inside the first period.
     assert [(p.start_us, p.end_us, p.ended_by_pn) for p in periods] == [(70_000, 110_000, 69),
                                                                         (150_000, 190_000, 149)]
+
+
+def test_persistent_congestion_is_read_off_the_ground_truth_not_the_window():
+    """A stack that only halves after a long blackhole still gets the cause
+    persistent_congestion: whether it collapsed the window is the property's question."""
+    sends = steady(20) + [30_000.0 + i * 40_000 for i in range(12)]
+    records = [rec(i, t, "dropped" if t >= 30_000 else "delivered", "blackhole") for i, t in enumerate(sends)]
+    lost = [(500_000.0, pn) for pn in range(20, 32)]
+    c = only(R.reductions_with_cause(trace(sends, [(0, 60_000), (500_000, 30_000)], lost), truth(records)))
+    assert (c.cause, c.reasons) == ("persistent_congestion", ("blackhole",))
+
+
+def test_a_drop_too_recent_to_be_known_is_not_the_cause():
+    """Without declared losses: a datagram dropped 10 ms before the cut on a 40 ms
+    link cannot have been detected yet; one dropped 60 ms before can."""
+    sends = steady(100)
+    for dropped_at, want in [(89, "none"), (39, "drop")]:  # pn i is sent at (i + 1) ms
+        records = [rec(i, t, "dropped" if i == dropped_at else "delivered", "loss_iid")
+                   for i, t in enumerate(sends)]
+        c = only(R.reductions_with_cause(trace(sends, [(0, 60_000), (100_000, 30_000)]), truth(records)))
+        assert c.cause == want, (dropped_at, c.describe())

@@ -7,7 +7,7 @@ why the window fell, one `ReductionCause` per reduction:
 
 | cause | evidence in the ground truth |
 |---|---|
-| `persistent_congestion` | real drops of the sender's datagrams spanning at least RFC 9002 §7.6.1's duration with nothing delivered between them, and the window cut to about kMinimumWindow |
+| `persistent_congestion` | real drops of the sender's datagrams spanning at least RFC 9002 §7.6.1's duration with nothing delivered between them (whatever the window did: that is for properties to judge) |
 | `drop` | the link dropped a datagram the sender declared lost (or, without a join, one sent near it); `reasons` says why (loss_iid, queue_full, blackhole, …) |
 | `spurious` | the sender declared packets lost that the link delivered (reordered or delayed) |
 | `ecn_ce` | the link CE-marked a datagram of the sender shortly before |
@@ -179,8 +179,6 @@ class _Context:
         self.losses = sorted(trace.of(PacketLost), key=lambda e: e.t_us)
         self.loss_times = [e.t_us for e in self.losses]
         self.sent = {(p.space, p.pn): p.t_us for p in trace.of(PacketSent)}
-        self.min_window = 2 * max_datagram(trace)
-        self.mss = max_datagram(trace)
         self.rtt = _RttHistory(trace, _base_rtt(gt))
 
     def cause(self, r: Reduction, prev: Reduction | None) -> ReductionCause:
@@ -191,15 +189,15 @@ class _Context:
             dropped, spurious, found = self._by_pn(declared)
             matched = "pn" if found else "time"
         if matched == "time":
-            dropped, spurious = self._by_time(r, declared)
+            dropped, spurious = self._by_time(r, prev, declared)
         pns = tuple(d.pn for d in declared)
         if dropped:
-            kind = "persistent_congestion" if self._persistent(r, dropped) else "drop"
+            kind = "persistent_congestion" if self._persistent(dropped, r.t_us) else "drop"
             return ReductionCause(r, kind, matched, _uniq(x.reason for x in dropped), pns, tuple(dropped))
         if spurious:
             why = _uniq("reordered" if self.reorder.get(x.idx) or "held" in x.marks else "delayed" for x in spurious)
             return ReductionCause(r, "spurious", matched, why, pns, tuple(spurious))
-        marked = [x for x in self._window(r.t_us - self._horizon(r), r.t_us) if "ce" in x.marks]
+        marked = [x for x in self._window(*self._span(r, prev)) if "ce" in x.marks]
         if marked:
             return ReductionCause(r, "ecn_ce", matched, ("ce",), pns, tuple(marked))
         if self._idle_before(r):
@@ -231,26 +229,25 @@ class _Context:
                 delivered.append(rec)
         return _dedup(dropped), _dedup(delivered), found
 
-    def _by_time(self, r: Reduction, declared: list[PacketLost]) -> tuple[list, list]:
+    def _by_time(self, r: Reduction, prev: Reduction | None, declared: list[PacketLost]) -> tuple[list, list]:
         """(dropped, reordered-or-delayed) records near the declared packets' send
-        times, or within the horizon before the reduction when none is known."""
+        times; without any, those within `_span`."""
         times = [self.sent[(d.space, d.pn)] for d in declared if (d.space, d.pn) in self.sent]
         if times:
             near = [x for t in times for x in self._window(t - SEND_TOLERANCE_US, t + SEND_TOLERANCE_US)]
         else:
-            near = self._window(r.t_us - self._horizon(r), r.t_us)
+            near = self._window(*self._span(r, prev))
         dropped = [x for x in near if x.fate == "dropped"]
         odd = [x for x in near if x.fate == "delivered" and (self.reorder.get(x.idx) or {"held", "extra_delay",
                "reordered_by_jitter"} & set(x.marks))]
         return _dedup(dropped), _dedup(odd)
 
-    def _persistent(self, r: Reduction, dropped: list[PacketRecord]) -> bool:
-        """RFC 9002 §7.6: the window went to about kMinimumWindow, and the drops span the
-        persistent-congestion duration with nothing of the sender delivered between them."""
-        if r.after > self.min_window + self.mss:
-            return False
+    def _persistent(self, dropped: list[PacketRecord], t_us: float) -> bool:
+        """RFC 9002 §7.6: the drops span the persistent-congestion duration with nothing
+        of the sender delivered between them. Judged on the ground truth alone: whether
+        the window then fell to kMinimumWindow is for the properties to check."""
         first, last = min(x.arr_us for x in dropped), max(x.arr_us for x in dropped)
-        if last - first < self.rtt.pc_duration_at(r.t_us):
+        if last - first < self.rtt.pc_duration_at(t_us):
             return False
         return all(x.fate == "dropped" for x in self._window(first, last))
 
@@ -270,8 +267,16 @@ class _Context:
         """The sender's records that arrived at the link within [lo, hi]."""
         return self.records[bisect.bisect_left(self.arrivals, lo):bisect.bisect_right(self.arrivals, hi)]
 
-    def _horizon(self, r: Reduction) -> float:
-        return HORIZON_RTTS * self.rtt.srtt_at(r.t_us)
+    def _span(self, r: Reduction, prev: Reduction | None) -> tuple[float, float]:
+        """Arrival times of datagrams whose fate the sender could have learnt by the
+        reduction: sent within HORIZON_RTTS smoothed RTTs, after the previous reduction
+        (RFC 9002 §7.3.2: a packet sent before a recovery period began cannot justify
+        another cut), and at least the link's base RTT before it (the news has to come
+        back), less the qlog clock's tolerance."""
+        lo = r.t_us - HORIZON_RTTS * self.rtt.srtt_at(r.t_us)
+        if prev is not None:
+            lo = max(lo, prev.t_us)
+        return lo, r.t_us - self.rtt.base + SEND_TOLERANCE_US
 
 
 class _RttHistory:
