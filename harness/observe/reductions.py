@@ -18,9 +18,10 @@ Two ways of matching, told apart by `matched_by`:
 - "pn": with a `Join` (capture + key log), each packet the trace declared lost near the
   reduction is looked up by packet number: its datagram's fate is exact.
 - "time": without one (no capture, a key log that does not fit, a stack that logs no
-  packet_lost), the sender's ground-truth records near the declared packets' send times,
-  or within HORIZON_RTTS smoothed RTTs before the reduction, stand in. Approximate: a
-  drop next to a spuriously declared packet is taken for the cause.
+  packet_lost), the sender's ground-truth records near the declared packets' send times
+  stand in; without declared losses, those sent after the previous reduction and at
+  least a base RTT before this one. Approximate: a drop next to a spuriously declared
+  packet is taken for the cause.
 """
 
 from __future__ import annotations
@@ -41,9 +42,6 @@ AFTER_US = 1_000.0
 #: Losses declared up to this many smoothed RTTs before a reduction may be its cause
 #: (quic-go logs the cut window with its next metrics update, 17 ms late on a fixture).
 LOOKBACK_RTTS = 2.0
-#: Without declared losses, ground-truth events this many smoothed RTTs before a
-#: reduction may be its cause (a drop is detected about one RTT after it, a PTO later).
-HORIZON_RTTS = 4.0
 #: Without a join, a declared packet's datagram is searched this close to its logged
 #: send time (µs): the endpoint's send latency plus the qlog clock's error (docs/trace.md).
 SEND_TOLERANCE_US = 5_000.0
@@ -243,13 +241,20 @@ class _Context:
         return _dedup(dropped), _dedup(odd)
 
     def _persistent(self, dropped: list[PacketRecord], t_us: float) -> bool:
-        """RFC 9002 §7.6: the drops span the persistent-congestion duration with nothing
-        of the sender delivered between them. Judged on the ground truth alone: whether
-        the window then fell to kMinimumWindow is for the properties to check."""
-        first, last = min(x.arr_us for x in dropped), max(x.arr_us for x in dropped)
-        if last - first < self.rtt.pc_duration_at(t_us):
-            return False
-        return all(x.fate == "dropped" for x in self._window(first, last))
+        """RFC 9002 §7.6: among the drops, an unbroken run of the sender's datagrams
+        (nothing delivered in between) spans the persistent-congestion duration. Judged
+        on the ground truth alone: whether the window then fell to kMinimumWindow is
+        for the properties to check."""
+        duration = self.rtt.pc_duration_at(t_us)
+        run_start = None
+        for x in self._window(min(x.arr_us for x in dropped), max(x.arr_us for x in dropped)):
+            if x.fate != "dropped":
+                run_start = None
+            elif run_start is None:
+                run_start = x.arr_us
+            elif x.arr_us - run_start >= duration:
+                return True
+        return False
 
     def _idle_before(self, r: Reduction) -> bool:
         """The sender sent nothing for at least one smoothed RTT before the reduction,
@@ -268,14 +273,12 @@ class _Context:
         return self.records[bisect.bisect_left(self.arrivals, lo):bisect.bisect_right(self.arrivals, hi)]
 
     def _span(self, r: Reduction, prev: Reduction | None) -> tuple[float, float]:
-        """Arrival times of datagrams whose fate the sender could have learnt by the
-        reduction: sent within HORIZON_RTTS smoothed RTTs, after the previous reduction
-        (RFC 9002 §7.3.2: a packet sent before a recovery period began cannot justify
-        another cut), and at least the link's base RTT before it (the news has to come
-        back), less the qlog clock's tolerance."""
-        lo = r.t_us - HORIZON_RTTS * self.rtt.srtt_at(r.t_us)
-        if prev is not None:
-            lo = max(lo, prev.t_us)
+        """Arrival times of datagrams whose fate may explain the reduction: sent after
+        the previous reduction (RFC 9002 §7.3.2: a packet sent before a recovery period
+        began cannot justify another cut) and at least the link's base RTT before this
+        one (the news has to come back), less the qlog clock's tolerance. No bound in
+        RTTs: after a long blackhole the losses are declared a second or more later."""
+        lo = prev.t_us if prev is not None else float("-inf")
         return lo, r.t_us - self.rtt.base + SEND_TOLERANCE_US
 
 
