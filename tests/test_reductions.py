@@ -226,3 +226,14 @@ def test_a_drop_too_recent_to_be_known_is_not_the_cause():
                    for i, t in enumerate(sends)]
         c = only(R.reductions_with_cause(trace(sends, [(0, 60_000), (100_000, 30_000)]), truth(records)))
         assert c.cause == want, (dropped_at, c.describe())
+
+
+def test_a_delivered_datagram_breaks_the_persistent_congestion_run():
+    """The same 440 ms of drops with one datagram delivered halfway: two runs of
+    220 ms, each shorter than the 315 ms duration, so only a drop."""
+    sends = steady(20) + [30_000.0 + i * 40_000 for i in range(12)]
+    records = [rec(i, t, "dropped" if t >= 30_000 and i != 26 else "delivered", "blackhole")
+               for i, t in enumerate(sends)]
+    lost = [(500_000.0, pn) for pn in range(20, 32) if pn != 26]
+    c = only(R.reductions_with_cause(trace(sends, [(0, 60_000), (500_000, 2 * MSS)], lost), truth(records)))
+    assert (c.cause, c.reasons) == ("drop", ("blackhole",))
