@@ -26,4 +26,16 @@ FINDINGS: dict[tuple[str, str], str] = {
         "F3: quiche 0.30 (cubic) does not collapse its window after ~0.9 s of total loss "
         "(lowest 96904 B, RFC 9002 §7.6.2 says 2504 B); docs/findings.md"
     ),
+    ("test_run_is_a_behaviour_of_the_model", "aioquic-cubic"): (
+        "F5: aioquic 1.7.2 (cubic) grows its window inside a recovery period, after its "
+        "reduction (RFC 9002 §7.3.2); TLC rejects the trace there; docs/findings.md"
+    ),
+    ("test_run_is_a_behaviour_of_the_model", "quic-go-newreno"): (
+        "F1: quic-go v0.65.0 reduces to 0.7×cwnd, outside NewReno's β·cwnd ± one datagram; "
+        "TLC rejects the trace at that reduction; docs/findings.md"
+    ),
+    ("test_run_is_a_behaviour_of_the_model", "picoquic-newreno"): (
+        "F6: picoquic 1.1.53 (newreno) raises its slow-start window by ~15 kB on an ACK of "
+        "two packets (2.5 kB), more than the bytes acknowledged (RFC 9002 §7.3.1); docs/findings.md"
+    ),
 }

@@ -28,7 +28,10 @@ def _tokens(text: str) -> list[str]:
 def parse(text: str) -> Any:
     """Tuples become lists, records dicts, sets frozensets (of hashable parts)."""
     toks = _tokens(text)
-    value, end = _value(toks, 0)
+    try:
+        value, end = _value(toks, 0)
+    except IndexError:
+        raise TlaValueError(f"TLA+ value ends early: {text[:60]!r}") from None
     if end != len(toks):
         raise TlaValueError(f"trailing input after a TLA+ value: {' '.join(toks[end:end + 5])}")
     return value

