@@ -16,6 +16,7 @@ here: it is in `TlcResult.error`.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -29,6 +30,11 @@ JAR_ENV = "LONGLOOK_TLA2TOOLS"
 MIN_VERSION = (2, 15)
 #: TLC's heap; the models here are small, and other jobs share the machine.
 HEAP = "-Xmx1g"
+#: For runs of a few seconds (trace validation) the quick JIT tier and the serial
+#: collector start faster (8.8k records: 2.9 s → 2.6 s) with half the memory; they
+#: slow model checking down (20 s → 29 s), which keeps the defaults.
+QUICK_JVM_FLAGS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+LONG_JVM_FLAGS = ("-XX:+UseParallelGC",)
 
 
 class TlcError(Exception):
@@ -98,6 +104,12 @@ _VERSION = re.compile(r"TLC2 Version (\d+)\.(\d+)")
 def find() -> Tlc:
     """Locates Java and the jar and checks TLC's version; raises TlcError."""
     java, jar = _java(), _jar()
+    return _checked(java, jar, jar.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _checked(java: str, jar: Path, _mtime_ns: int) -> Tlc:
+    """Starting Java to read the version costs ~0.5 s; once per jar and Java."""
     try:
         p = subprocess.run([java, "-cp", str(jar), "tlc2.TLC", "-h"], capture_output=True, text=True,
                            timeout=60, check=False)
@@ -135,11 +147,12 @@ def _int(pattern: str, text: str) -> int | None:
 
 
 def run(spec_dir: Path, module: str, config: str | None = None, workers: int = 1, extra: tuple[str, ...] = (),
-        tlc: Tlc | None = None, timeout_s: float = 600) -> TlcResult:
+        tlc: Tlc | None = None, timeout_s: float = 600, quick: bool = False) -> TlcResult:
     """Model-checks `module` (spec_dir/module.tla with spec_dir/config, default
     module.cfg). Deadlock is not an error (a trace or a bounded model ends); TLC's
     scratch files go to a temporary directory. Raises TlcError when TLC cannot run
-    or cannot read a module; returns violations in the result."""
+    or cannot read a module; returns violations in the result. `quick`: JVM
+    settings for runs of a few seconds."""
     tlc = tlc or find()
     spec_dir = Path(spec_dir).resolve()
     cfg = config or f"{module}.cfg"
@@ -149,7 +162,8 @@ def run(spec_dir: Path, module: str, config: str | None = None, workers: int = 1
     with tempfile.TemporaryDirectory(prefix="longlook-tlc-") as meta:
         # TLC unpacks its standard modules (Naturals.tla, …) into java.io.tmpdir and
         # removes them after; runs sharing /tmp break each other's parse.
-        argv = [tlc.java, HEAP, "-XX:+UseParallelGC", f"-Djava.io.tmpdir={meta}", "-cp", str(tlc.jar), "tlc2.TLC",
+        jvm = QUICK_JVM_FLAGS if quick else LONG_JVM_FLAGS
+        argv = [tlc.java, HEAP, *jvm, f"-Djava.io.tmpdir={meta}", "-cp", str(tlc.jar), "tlc2.TLC",
                 "-workers", str(workers), "-deadlock", "-cleanup", "-metadir", meta,
                 "-config", cfg, *extra, module]
         try:

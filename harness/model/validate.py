@@ -112,7 +112,7 @@ def validate_log(log: TraceLog, trace: Trace, keep: Path | None = None) -> Verdi
         if keep is not None:
             keep.mkdir(parents=True, exist_ok=True)
             _workdir(log, 0, keep)
-        result = tlc.run(work, "TraceCongestionControl", tlc=finder)
+        result = tlc.run(work, "TraceCongestionControl", tlc=finder, quick=True)
         matched = (result.depth or 1) - 1
         verdict = Verdict(trace.stack, trace.source, len(log.records), matched, trace.partial, 0.0,
                           _steps(result.printed))
@@ -129,7 +129,7 @@ def _diagnose(log: TraceLog, trace: Trace, cursor: int, work: Path, finder: tlc.
     event = trace.events[record.line - 1].to_json()
     mismatch = Mismatch(record.line, event, record.tla())
     (work / "TraceLog.tla").write_text(log.module(cursor))
-    result = tlc.run(work, "TraceCongestionControl", tlc=finder)
+    result = tlc.run(work, "TraceCongestionControl", tlc=finder, quick=True)
     for line in result.printed:
         if line.startswith('<<"state"'):
             _, mismatch.state, mismatch.variables = tlavalue.parse(line)
