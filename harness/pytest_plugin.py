@@ -54,10 +54,38 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 #: Real-time bound on shrinking one failure under the ci profile, seconds.
 CI_SHRINK_SECONDS = 120
+#: The Hypothesis profile in force, set at configure time (before test modules load).
+PROFILE = "dev"
+#: Repetitions of a statistical property per profile (fairness against TCP etc.).
+REPETITIONS = {"ci": 1, "dev": 3, "release": 10, "replay": 1}
+
+
+def slow(test):
+    """Marks a property that needs long runs or repetitions. Under the ci profile it
+    runs only its fixed @example cases; dev and release also draw schedules.
+    Applied above @given; the settings inherit the active profile."""
+    test = pytest.mark.slow(test)
+    if PROFILE == "ci":
+        test = settings(phases=[Phase.explicit])(test)
+    return test
+
+
+def repetitions() -> int:
+    """How many times a statistical property repeats one case under this profile;
+    $LONGLOOK_REPETITIONS overrides it (e.g. to confirm a finding 3 of 3)."""
+    override = os.environ.get("LONGLOOK_REPETITIONS")
+    if override:
+        try:
+            return max(int(override), 1)
+        except ValueError:
+            raise pytest.UsageError(f"LONGLOOK_REPETITIONS={override!r}: give a whole number of runs, e.g. 10") from None
+    return REPETITIONS.get(PROFILE, 3)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if config.getoption("hypothesis_profile", default=None) == "ci":
+    global PROFILE
+    PROFILE = config.getoption("hypothesis_profile", default=None) or "dev"
+    if PROFILE == "ci":
         # Hypothesis has no public setting for this; its engine reads the module
         # constant (300 s) when shrinking starts. Examples here take seconds each.
         from hypothesis.internal.conjecture import engine
@@ -68,6 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # Read by harness.strategies.replayable() when test modules are imported.
         os.environ[REPLAY_ENV] = str(Path(replay).resolve())
         settings.load_profile("replay")
+        PROFILE = "replay"
     config.addinivalue_line("markers", "slow: long runs or repetitions; fixed @example cases only under the ci profile")
 
 
@@ -144,7 +173,7 @@ def pytest_runtest_makereport(item: pytest.Item, call):
         return
     from harness.runner import replay_command
 
-    files = sorted(p.relative_to(failed) for p in failed.rglob("*") if p.is_file() and "www" not in p.parts)
+    files = sorted(p.relative_to(failed) for p in failed.rglob("*") if p.is_file() and not {"www", "downloads"} & set(p.parts))
     listing = "\n".join(f"  {f}" for f in files[:40])
     report.sections.append((
         "longlook artifacts",

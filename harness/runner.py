@@ -65,14 +65,16 @@ class Example:
             "nodeid": self.nodeid, "stack": self.stack, "cc": self.cc,
             "schedule": self.schedule.to_json(),
             "plan": {"sizes": list(self.plan.sizes), "testcase": self.plan.testcase,
-                     "think_ms": self.plan.think_ms, "seed": self.plan.seed},
+                     "think_ms": self.plan.think_ms, "seed": self.plan.seed,
+                     "tcp_flows": self.plan.tcp_flows, "tcp_cc": self.plan.tcp_cc},
             "timeout_s": self.timeout_s,
         }
 
     @classmethod
     def from_json(cls, d: dict) -> Example:
         p = d["plan"]
-        plan = TransferPlan(sizes=tuple(p["sizes"]), testcase=p["testcase"], think_ms=p["think_ms"], seed=p["seed"])
+        plan = TransferPlan(sizes=tuple(p["sizes"]), testcase=p["testcase"], think_ms=p["think_ms"], seed=p["seed"],
+                            tcp_flows=p.get("tcp_flows", 0), tcp_cc=p.get("tcp_cc", "cubic"))
         return cls(d["nodeid"], d["stack"], d["cc"], Schedule.from_json(d["schedule"]), plan, d["timeout_s"])
 
 
@@ -108,6 +110,25 @@ class Observation:
         return max(traces, key=lambda t: len(t.of(PacketSent)))
 
 
+    @cached_property
+    def wire(self):
+        """The server side's capture, decrypted with the server's key log: what the
+        data sender put on the wire and what reached it, for any stack."""
+        from harness.observe.wire import WireError, read_wire
+
+        pcap, keys = self.out_dir / "pcap" / "server.pcap", self.out_dir / "server" / "keys.log"
+        if not pcap.exists() or not keys.exists():
+            raise Inconclusive(f"{self.target.id}: no server capture or key log in {self.out_dir}")
+        view = read_wire(pcap, [keys], self.ground_truth.header["start_unix_ns"])
+        if not view.connections:
+            raise Inconclusive(f"{self.target.id}: no QUIC connection in {pcap}")
+        try:
+            view.check()
+        except WireError as e:
+            raise Inconclusive(f"{self.target.id}: the wire view is incomplete: {e}") from None
+        return view
+
+
 def _slug(nodeid: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid)[-120:]
 
@@ -122,18 +143,22 @@ class Runner:
         self._counter = 0
 
     def _next_dir(self, nodeid: str) -> Path:
-        self._counter += 1
-        d = self.artifacts / _slug(nodeid) / f"example-{self._counter:04d}"
-        if d.exists():
-            shutil.rmtree(d)
-        return d
+        # Never reuse a directory: an earlier run's artifacts, or another run's
+        # sharing this artifacts root right now, stay as they are.
+        while True:
+            self._counter += 1
+            d = self.artifacts / _slug(nodeid) / f"example-{self._counter:04d}"
+            try:
+                d.mkdir(parents=True)
+                return d
+            except FileExistsError:
+                continue
 
     @contextlib.contextmanager
     def run(self, target: Target, schedule: Schedule, plan: TransferPlan, timeout_s: float = 60.0) -> Iterator[Observation]:
         nodeid = os.environ.get("PYTEST_CURRENT_TEST", "manual").rsplit(" (", 1)[0]
         example = Example(nodeid, target.stack.name, target.cc.name, schedule, plan, timeout_s)
         out = self._next_dir(nodeid)
-        out.mkdir(parents=True)
         (out / "example.json").write_text(json.dumps(example.to_json(), indent=2) + "\n")
         try:
             obs = run_example(example, target, out)

@@ -214,6 +214,27 @@ def blackholes(base: BaseLink | None = None) -> st.SearchStrategy[Schedule]:
     )
 
 
+def dark(base: BaseLink, seed: int, at_ms: int, dark_ms: int) -> Schedule:
+    """A clean link whose data direction is a blackhole from `at_ms` for `dark_ms`."""
+    clean = base.settings()
+    return Schedule(seed=seed, phases=(
+        Phase(0, clean, clean),
+        Phase(at_ms * 1000, clean, replace(clean, blackhole=True)),
+        Phase((at_ms + dark_ms) * 1000, clean, clean),
+    ))
+
+
+@replayable
+def long_blackholes() -> st.SearchStrategy[Schedule]:
+    """The data direction goes dark mid-transfer of a few MB (after slow start), for
+    1 to 3 s: long enough for persistent congestion and several PTOs in a row."""
+    return st.builds(
+        dark, st.builds(BaseLink, rate_bps=st.sampled_from([20_000_000, 10_000_000]),
+                        rtt_us=st.sampled_from([40_000, 20_000])),
+        seeds, st.integers(min_value=500, max_value=800), st.integers(min_value=1000, max_value=3000),
+    )
+
+
 @replayable
 def combinations(base: BaseLink | None = None) -> st.SearchStrategy[Schedule]:
     """Loss, shallow reordering and jitter together."""

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import random
+import resource
 import signal
 import subprocess
 import sys
@@ -32,9 +33,16 @@ from harness.schedule import Schedule
 
 #: Where the server listens, inside its namespace (docs/endpoints.md).
 SERVER_IP = netns.SERVER_ADDR.split("/")[0]
+CLIENT_IP = netns.CLIENT_ADDR.split("/")[0]
 SERVER_PORT = 4433
 #: Default flow-control window: far above any BDP a property uses.
 FLOW_WINDOW = 64 * 2**20
+#: An endpoint using this fraction of a core over a transfer is the bottleneck itself.
+SATURATED_CPU = 0.9
+#: Competing TCP flows run this long before the QUIC transfer starts, s.
+TCP_WARMUP_S = 2.0
+#: iperf3's port for competing TCP flows (the QUIC server listens on SERVER_PORT).
+TCP_COMPETITOR_PORT = 5201
 
 
 class TestbedError(RuntimeError):
@@ -53,6 +61,10 @@ class TransferPlan:
     think_ms: int = 0
     #: Seed of the objects' contents (deterministic bytes, so reruns are identical).
     seed: int = 0
+    #: Competing kernel TCP flows in the same (server → client) direction, started
+    #: TCP_WARMUP_S before the QUIC client and stopped when it is done.
+    tcp_flows: int = 0
+    tcp_cc: str = "cubic"
 
 
 @dataclass(frozen=True)
@@ -83,9 +95,22 @@ class TransferResult:
     client_rc: int | None = None
     server_rc: int | None = None
     files: dict[str, str] = field(default_factory=dict)
+    #: CPU time (user + system) of each endpoint's process tree, s; None if unknown.
+    client_cpu_s: float | None = None
+    server_cpu_s: float | None = None
+    #: Wall time from the client's start to its exit, s (start-up included, as in the CPU times).
+    wall_s: float | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
+
+    def saturated(self, threshold: float = SATURATED_CPU) -> str | None:
+        """Which endpoint used at least `threshold` of a core over the transfer (its
+        goodput is then endpoint-bound, not link-bound), or None."""
+        for side, cpu in (("client", self.client_cpu_s), ("server", self.server_cpu_s)):
+            if cpu is not None and self.wall_s and cpu / self.wall_s >= threshold:
+                return f"{self.stack} {side} used {cpu:.2f} s of CPU in {self.wall_s:.2f} s"
+        return None
 
 
 def require_root() -> None:
@@ -133,6 +158,7 @@ class Testbed:
         self.link: Link | None = None
         self._stack = contextlib.ExitStack()
         self._procs: list[subprocess.Popen] = []
+        self._competitors: list[subprocess.Popen] = []
 
     def __enter__(self) -> Testbed:
         require_root()
@@ -181,6 +207,39 @@ class Testbed:
         self._procs.append(proc)
         return proc
 
+    def _start_competitors(self, plan: TransferPlan, timeout_s: float) -> str | None:
+        """Kernel TCP flows (iperf3, `plan.tcp_cc`) from the server's host to the
+        client's, sharing the bottleneck with the QUIC flow; returns a failure or None."""
+        logs = self.out / "tcp"
+        logs.mkdir(exist_ok=True)
+        receiver = self._spawn(self.client_ns, ["iperf3", "-s", "-1", "-p", str(TCP_COMPETITOR_PORT)], logs / "receiver")
+        deadline = time.monotonic() + 5.0
+        while not _listening(self.client_ns, TCP_COMPETITOR_PORT):
+            if receiver.poll() is not None or time.monotonic() > deadline:
+                return f"iperf3 receiver did not start: {_tail(logs / 'receiver.stderr')}"
+            time.sleep(0.05)
+        duration = int(TCP_WARMUP_S + timeout_s + 10)
+        self._spawn(self.server_ns, [
+            "iperf3", "-c", CLIENT_IP, "-p", str(TCP_COMPETITOR_PORT), "-P", str(plan.tcp_flows),
+            "-C", plan.tcp_cc, "-t", str(duration), "-J",
+        ], logs / "sender")
+        time.sleep(TCP_WARMUP_S)
+        return None
+
+    def _spawn(self, ns: str, argv: list[str], log_stem: Path) -> subprocess.Popen:
+        out, err = (log_stem.with_suffix(".stdout")).open("wb"), (log_stem.with_suffix(".stderr")).open("wb")
+        with out, err:
+            proc = subprocess.Popen(["ip", "netns", "exec", ns, *argv], stdout=out, stderr=err,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        self._competitors.append(proc)
+        self._procs.append(proc)  # stopped with the endpoints if anything goes wrong
+        return proc
+
+    def _stop_competitors(self) -> None:
+        for proc in self._competitors:
+            _stop_group(proc)
+        self._competitors.clear()
+
     def _stop_endpoints(self) -> None:
         for proc in self._procs:
             _stop_group(proc)
@@ -211,7 +270,14 @@ class Testbed:
         waited = _wait_ready(server, roles["server"] / "stdout", timeout_s=10.0)
         if waited is not None:
             return self._result(stack, opts, server, None, digests, 0.0, waited)
+        if plan.tcp_flows:
+            failure = self._start_competitors(plan, opts.timeout_s)
+            if failure:
+                return self._result(stack, opts, server, None, digests, 0.0, failure)
         started = time.monotonic()
+        # Each endpoint's CPU reaches RUSAGE_CHILDREN when it is reaped; nothing
+        # else this process starts is reaped in between.
+        cpu_before = _children_cpu_s()
         client = self.start_endpoint(stack, "client", env["client"], roles["client"])
         try:
             client.wait(timeout=opts.timeout_s + 5.0)
@@ -220,10 +286,13 @@ class Testbed:
             return self._result(stack, opts, server, client, digests, time.monotonic() - started,
                                 f"client did not finish within {opts.timeout_s + 5.0:.0f} s")
         elapsed = time.monotonic() - started
+        cpu_client = _children_cpu_s()
         _stop_group(server)
-        return self._result(stack, opts, server, client, digests, elapsed, None)
+        cpu = (cpu_client - cpu_before, _children_cpu_s() - cpu_client)
+        self._stop_competitors()
+        return self._result(stack, opts, server, client, digests, elapsed, None, cpu)
 
-    def _result(self, stack, opts, server, client, digests, elapsed, failure) -> TransferResult:
+    def _result(self, stack, opts, server, client, digests, elapsed, failure, cpu=(None, None)) -> TransferResult:
         downloads = self.out / "client" / "downloads"
         got = {n: _sha256(downloads / n) for n in digests}
         size = sum((downloads / n).stat().st_size for n, h in got.items() if h is not None)
@@ -244,6 +313,7 @@ class Testbed:
             stack=stack.name, cc=opts.cc, ok=not reason, reason=reason, unsupported=unsupported,
             bytes=size, duration_s=duration, goodput_bps=(size * 8 / duration) if duration > 0 else 0.0,
             out_dir=str(self.out), client_rc=rc["client"], server_rc=rc["server"],
+            client_cpu_s=cpu[0], server_cpu_s=cpu[1], wall_s=elapsed,
         )
         (self.out / "result.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
         return result
@@ -289,6 +359,18 @@ def _stop_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
             continue
     # Children that left the group are still inside the namespace; the namespace
     # sweep (netns.kill_namespace_processes) catches them.
+
+
+def _listening(ns: str, port: int) -> bool:
+    """Whether a TCP socket listens on `port` inside namespace `ns`."""
+    out = subprocess.run(["ip", "netns", "exec", ns, "ss", "-Htln", f"sport = :{port}"],
+                         capture_output=True, text=True, check=False).stdout
+    return bool(out.strip())
+
+
+def _children_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def _tail(path: Path, limit: int = 400) -> str:
