@@ -7,7 +7,7 @@ clock), so the same properties run on every stack, later also in virtual time.
 
 from __future__ import annotations
 
-from harness.observe.events import Metrics, PacketLost, PacketSent, PtoExpired, Trace
+from harness.observe.events import CongestionState, Metrics, PacketLost, PacketSent, PtoExpired, Trace
 # The detection lives beside the cause attribution (harness/observe/reductions.py);
 # re-exported so properties keep one import.
 from harness.observe.reductions import (  # noqa: F401
@@ -46,3 +46,152 @@ def ptos(trace: Trace) -> list[PtoExpired]:
     return trace.of(PtoExpired)
 
 
+
+
+# -- ground truth (the emulator's record of every datagram) ---------------------
+
+
+def quic_arrivals(records, direction: str) -> list[float]:
+    """Arrival times at the link (≈ send times) of the QUIC flow's datagrams in
+    `direction`, in order."""
+    return sorted(r.arr_us for r in records if r.dir == direction and r.proto == "udp")
+
+
+def bursts(times: list[float], gap_us: float) -> list[tuple[float, float, int]]:
+    """Groups sorted times into bursts separated by more than `gap_us`:
+    (first, last, count) each."""
+    out: list[tuple[float, float, int]] = []
+    for t in times:
+        if out and t - out[-1][1] <= gap_us:
+            first, _, n = out[-1]
+            out[-1] = (first, t, n + 1)
+        else:
+            out.append((t, t, 1))
+    return out
+
+
+def inflight_between_window_changes(trace: Trace) -> list[tuple[float, int, int, int | None]]:
+    """(t_us, cwnd before, cwnd after, peak bytes in flight reported while `before`
+    was the window) at every change of the window."""
+    out = []
+    cwnd: int | None = None
+    peak: int | None = None
+    for m in trace.of(Metrics):
+        if m.bytes_in_flight is not None:
+            peak = m.bytes_in_flight if peak is None else max(peak, m.bytes_in_flight)
+        if m.congestion_window is None or m.congestion_window == cwnd:
+            continue
+        if cwnd is not None:
+            out.append((m.t_us, cwnd, m.congestion_window, peak))
+        cwnd = m.congestion_window
+        peak = m.bytes_in_flight
+    return out
+
+
+# -- wire view (the sender side's decrypted capture) ----------------------------
+
+
+def ack_eliciting_sends(view, direction: str = "s2c") -> list[float]:
+    """Times (µs) the sender put a datagram carrying an ack-eliciting packet on the
+    wire."""
+    return [d.t_us for d in view.datagrams
+            if d.entered and d.direction == direction and any(p.ack_eliciting for p in d.packets)]
+
+
+def new_ack_arrivals(view, direction: str = "c2s") -> list[float]:
+    """Times (µs) datagrams reached the sender carrying an application-space ACK that
+    raised the largest acknowledged packet number: acknowledgements with news."""
+    largest = -1
+    out = []
+    for d in view.datagrams:
+        if d.entered or d.direction != direction:
+            continue
+        for p in d.packets:
+            for f in p.frames:
+                if p.space == "application" and getattr(f, "name", "") == "ack" and f.largest > largest:
+                    largest = f.largest
+                    out.append(d.t_us)
+    return out
+
+
+def states(trace: Trace, beta: float | None) -> list[CongestionState]:
+    """The sender's congestion states: as logged where the stack logs them, else
+    inferred from its metrics and losses (harness.observe.states)."""
+    logged = trace.of(CongestionState)
+    if logged:
+        return logged
+    from harness.observe.states import infer_states
+
+    return infer_states(trace, beta=beta, mss=max_datagram(trace))
+
+
+def intervals_in(trace: Trace, beta: float | None, wanted: set[str]) -> list[tuple[float, float]]:
+    """[start, end) µs of every stretch the sender spent in one of `wanted` states."""
+    out = []
+    seq = states(trace, beta)
+    end_of_trace = trace.events[-1].t_us if trace.events else 0.0
+    for s, nxt in zip(seq, [*seq[1:], None]):
+        if s.state in wanted:
+            out.append((s.t_us, nxt.t_us if nxt else end_of_trace))
+    return out
+
+
+def smoothed_rtt_us(trace: Trace) -> list[tuple[float, float]]:
+    """(t_us, smoothed RTT µs) at every report of it."""
+    return [(m.t_us, m.smoothed_rtt_us) for m in trace.of(Metrics) if m.smoothed_rtt_us]
+
+
+def transfer_records(records, direction: str = "s2c"):
+    """The ground-truth records of the transfer under test in `direction`: the flow
+    with the server's port (QUIC, or the kernel TCP endpoint), not competitors."""
+    from harness.topology import SERVER_PORT
+
+    side = "sport" if direction == "s2c" else "dport"
+    return [r for r in records if r.dir == direction and getattr(r, side) == SERVER_PORT]
+
+
+def transfer_share(records, direction: str = "s2c", skip_us: float = 1_000_000) -> tuple[float, float, float]:
+    """(the transfer's share of the bytes leaving the bottleneck, window start, window
+    end) while the transfer was active, after its first `skip_us` (slow start)."""
+    ours_records = [r for r in transfer_records(records, direction) if r.dep_us is not None]
+    if not ours_records:
+        return 0.0, 0.0, 0.0
+    t0, t1 = min(r.dep_us for r in ours_records) + skip_us, max(r.dep_us for r in ours_records)
+    total = sum(r.size for r in records if r.dir == direction and r.dep_us is not None and t0 <= r.dep_us <= t1)
+    ours = sum(r.size for r in ours_records if t0 <= r.dep_us <= t1)
+    return (ours / total if total else 0.0), t0, t1
+
+
+def sign_test_p(values: list[float], bound: float) -> float:
+    """One-sided exact sign test: the probability of at least this many values
+    above `bound` if each were above it with probability ½ (H0: median ≤ bound)."""
+    import math
+
+    n, k = len(values), sum(1 for v in values if v > bound)
+    return sum(math.comb(n, i) for i in range(k, n + 1)) / 2**n
+
+
+def after_reductions(trace: Trace) -> list[tuple[float, float]]:
+    """[start, end) µs from each window reduction to the next: RFC 9002 §7.3.2 sets
+    ssthresh to the reduced window, so the sender is in congestion avoidance there,
+    whatever it logs. Collapses to about kMinimumWindow (persistent congestion,
+    §7.6.2, after which slow start restarts) begin no interval."""
+    cuts = reductions(trace)
+    end_of_trace = trace.events[-1].t_us if trace.events else 0.0
+    floor = 3 * max_datagram(trace)
+    out = []
+    for cut, nxt in zip(cuts, [*cuts[1:], None]):
+        if cut.after > floor:
+            out.append((cut.t_us, nxt.t_us if nxt else end_of_trace))
+    return out
+
+
+def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of intervals, as sorted disjoint intervals."""
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
