@@ -26,6 +26,15 @@ FINDINGS: dict[tuple[str, str], str] = {
         "F3: quiche 0.30 (cubic) does not collapse its window after ~0.9 s of total loss "
         "(lowest 96904 B, RFC 9002 §7.6.2 says 2504 B); docs/findings.md"
     ),
+    ("test_no_window_growth_while_application_limited", "aioquic-newreno"): (
+        "F4: aioquic 1.7.2 grows its window on every ACK whatever the bytes in flight: "
+        "12520 → 137554 B while at most 3.3 kB were in flight (RFC 9002 §7.8); its "
+        "controllers have no application-limited check; docs/findings.md"
+    ),
+    ("test_no_window_growth_while_application_limited", "aioquic-cubic"): (
+        "F4: aioquic 1.7.2 (cubic) grows its window while application-limited "
+        "(RFC 9002 §7.8); docs/findings.md"
+    ),
     ("test_run_is_a_behaviour_of_the_model", "aioquic-cubic"): (
         "F5: aioquic 1.7.2 (cubic) grows its window inside a recovery period, after its "
         "reduction (RFC 9002 §7.3.2); TLC rejects the trace there; docs/findings.md"
