@@ -33,7 +33,7 @@ def check(update: bool = False) -> int:
         took = time.monotonic() - started
         got = {k: getattr(result, k) for k in COUNTED}
         if result.error:
-            print(f"tlc: {model['module']}: FAILED: {result.error}\n{result.output[-3000:]}")
+            print(f"tlc: {model['config']}: FAILED: {result.error}\n{result.output[-3000:]}")
             failed = True
             continue
         if update:
@@ -41,11 +41,11 @@ def check(update: bool = False) -> int:
         diff = {k: (model[k], got[k]) for k in COUNTED if model[k] != got[k]}
         if diff:
             what = ", ".join(f"{k} {want} in the manifest, {have} now" for k, (want, have) in diff.items())
-            print(f"tlc: {model['module']}: passes, but {what}; if the change is intended, run "
+            print(f"tlc: {model['config']}: passes, but {what}; if the change is intended, run "
                   f"`python -m harness.model.check --update` and commit spec/manifest.json")
             failed = True
         else:
-            print(f"tlc: {model['module']}: pass, {got['distinct_states']} distinct states, depth {got['depth']}, "
+            print(f"tlc: {model['config']}: pass, {got['distinct_states']} distinct states, depth {got['depth']}, "
                   f"{took:.1f} s (matches the manifest)")
     if update:
         MANIFEST.write_text(json.dumps(manifest, indent=2) + "\n")
