@@ -164,11 +164,19 @@ def loss_only(base: BaseLink | None = None) -> st.SearchStrategy[Schedule]:
     return st.builds(build, st.just(base) if base else base_links, seeds, random_loss, index_drops())
 
 
+#: A queue no transfer of the properties fills: nothing is ever dropped.
+LOSSLESS_QUEUE_BYTES = 8_000_000
+
+
 @replayable
-def delay_jitter(base: BaseLink | None = None) -> st.SearchStrategy[Schedule]:
-    """Jitter on the data direction, order-preserving or not."""
+def delay_jitter(base: BaseLink | None = None, lossless: bool = False) -> st.SearchStrategy[Schedule]:
+    """Jitter on the data direction, order-preserving or not; with `lossless`, on a
+    queue so deep that nothing is dropped."""
     def build(b: BaseLink, seed: int, jitter_us: int, reorders: bool) -> Schedule:
         s2c = b.settings(jitter_us=jitter_us or None, jitter_reorders=reorders or None)
+        if lossless:
+            deep = replace(b.settings(), queue_bytes=LOSSLESS_QUEUE_BYTES)
+            return Schedule(seed=seed, phases=(Phase(0, deep, replace(s2c, queue_bytes=LOSSLESS_QUEUE_BYTES)),))
         return b.schedule(seed, s2c=s2c)
 
     return st.builds(
@@ -253,8 +261,11 @@ def combinations(base: BaseLink | None = None) -> st.SearchStrategy[Schedule]:
 #: default base link with no impairment. A controller that misbehaves on a clean link
 #: fails here at once, with the smallest possible schedule and no shrinking.
 CLEAN_LINK = BaseLink().schedule(seed=0)
-#: The same with the reordering strategies' deep queue: nothing is ever dropped.
+#: The same with the reordering strategies' deep queue (8 BDPs): a 1 MB transfer's
+#: slow start does not overflow it.
 CLEAN_DEEP_LINK = BaseLink().schedule(seed=0, queue_bdp=REORDER_QUEUE_BDP)
+#: A clean link whose queue nothing fills.
+CLEAN_LOSSLESS_LINK = Schedule.constant(0, replace(BaseLink().settings(), queue_bytes=LOSSLESS_QUEUE_BYTES))
 
 
 @replayable
