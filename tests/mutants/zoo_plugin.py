@@ -50,11 +50,15 @@ def _time_to_first_failure(stats: dict, duration_s: float) -> float | None:
 
 
 def _message(report: pytest.TestReport) -> str:
-    """The assertion's own message (pytest's `E   ` lines), else the last line."""
+    """The first assertion's own message, also inside Hypothesis' exception
+    groups (`  | AssertionError: …`), else pytest's first `E` line, else the last."""
     lines = report.longreprtext.splitlines()
-    errors = [l[4:].strip() for l in lines if l.startswith("E   ")]
-    picked = next((e for e in errors if "Error" in e.split(":")[0]), errors[0] if errors else (lines or [""])[-1])
-    return picked[:400]
+    for line in lines:
+        text = line.strip().lstrip("|").strip().removeprefix("E").strip()
+        if text.startswith("AssertionError:"):
+            return text[:400]
+    errors = [l[1:].strip() for l in lines if l.startswith("E ")]
+    return (errors[0] if errors else (lines or [""])[-1])[:400]
 
 
 class ZooRecorder:
