@@ -161,3 +161,18 @@ def test_longlook_coverage_without_records_says_how_to_get_them(tmp_path, capsys
 
     assert main(["coverage", str(tmp_path / "none")]) == 2
     assert "run the properties first" in capsys.readouterr().err
+
+
+def test_manifest_check_notices_a_changed_state_count(finder, tmp_path, capsys):
+    from harness.model import check
+
+    (tmp_path / "Count.tla").write_text(
+        "---- MODULE Count ----\nEXTENDS Naturals\nVARIABLE x\nInit == x = 0\nNext == x < 3 /\\ x' = x + 1\n====\n")
+    (tmp_path / "Count.cfg").write_text("INIT Init\nNEXT Next\n")
+    entry = {"module": "Count", "config": "Count.cfg", "distinct_states": 4, "states_generated": 4, "depth": 4}
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"models": [entry]}))
+    assert check.check(manifest_path=manifest, spec_dir=tmp_path) == 0
+    manifest.write_text(json.dumps({"models": [dict(entry, distinct_states=5)]}))
+    assert check.check(manifest_path=manifest, spec_dir=tmp_path) == 1
+    assert "distinct_states 5 in the manifest, 4 now" in capsys.readouterr().out

@@ -22,14 +22,14 @@ MANIFEST = SPEC_DIR / "manifest.json"
 COUNTED = ("distinct_states", "states_generated", "depth")
 
 
-def check(update: bool = False) -> int:
-    manifest = json.loads(MANIFEST.read_text())
+def check(update: bool = False, manifest_path: Path = MANIFEST, spec_dir: Path = SPEC_DIR) -> int:
+    manifest = json.loads(manifest_path.read_text())
     finder = tlc.find()
     print(f"tlc: TLC {finder.version[0]}.{finder.version[1]} from {finder.jar}")
     failed = False
     for model in manifest["models"]:
         started = time.monotonic()
-        result = tlc.run(SPEC_DIR, model["module"], model["config"], tlc=finder)
+        result = tlc.run(spec_dir, model["module"], model["config"], tlc=finder)
         took = time.monotonic() - started
         got = {k: getattr(result, k) for k in COUNTED}
         if result.error:
@@ -48,7 +48,7 @@ def check(update: bool = False) -> int:
             print(f"tlc: {model['config']}: pass, {got['distinct_states']} distinct states, depth {got['depth']}, "
                   f"{took:.1f} s (matches the manifest)")
     if update:
-        MANIFEST.write_text(json.dumps(manifest, indent=2) + "\n")
+        manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
     return 1 if failed else 0
 
 
