@@ -39,6 +39,9 @@ SERVER_PORT = 4433
 FLOW_WINDOW = 64 * 2**20
 #: An endpoint using this fraction of a core over a transfer is the bottleneck itself.
 SATURATED_CPU = 0.9
+#: An endpoint that waited this fraction of the transfer for a CPU was starved by
+#: other load on the host: its goodput says nothing about its congestion control.
+STARVED_RUN_DELAY = 0.10
 #: Competing TCP flows run this long before the QUIC transfer starts, s.
 TCP_WARMUP_S = 2.0
 #: iperf3's port for competing TCP flows (the QUIC server listens on SERVER_PORT).
@@ -100,6 +103,8 @@ class TransferResult:
     server_cpu_s: float | None = None
     #: Wall time from the client's start to its exit, s (start-up included, as in the CPU times).
     wall_s: float | None = None
+    #: Time the server's threads spent runnable but waiting for a CPU, s (other load).
+    server_run_delay_s: float | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -110,6 +115,10 @@ class TransferResult:
         for side, cpu in (("client", self.client_cpu_s), ("server", self.server_cpu_s)):
             if cpu is not None and self.wall_s and cpu / self.wall_s >= threshold:
                 return f"{self.stack} {side} used {cpu:.2f} s of CPU in {self.wall_s:.2f} s"
+        delay = self.server_run_delay_s
+        if delay is not None and self.wall_s and delay / self.wall_s >= STARVED_RUN_DELAY:
+            return (f"{self.stack} server waited {delay:.2f} s of {self.wall_s:.2f} s for a CPU "
+                    f"(the host was busy with other work)")
         return None
 
 
@@ -287,10 +296,14 @@ class Testbed:
                                 f"client did not finish within {opts.timeout_s + 5.0:.0f} s")
         elapsed = time.monotonic() - started
         cpu_client = _children_cpu_s()
+        run_delay = _group_run_delay_s(server.pid)
         _stop_group(server)
         cpu = (cpu_client - cpu_before, _children_cpu_s() - cpu_client)
         self._stop_competitors()
-        return self._result(stack, opts, server, client, digests, elapsed, None, cpu)
+        result = self._result(stack, opts, server, client, digests, elapsed, None, cpu)
+        result.server_run_delay_s = run_delay
+        (self.out / "result.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        return result
 
     def _result(self, stack, opts, server, client, digests, elapsed, failure, cpu=(None, None)) -> TransferResult:
         downloads = self.out / "client" / "downloads"
@@ -366,6 +379,23 @@ def _listening(ns: str, port: int) -> bool:
     out = subprocess.run(["ip", "netns", "exec", ns, "ss", "-Htln", f"sport = :{port}"],
                          capture_output=True, text=True, check=False).stdout
     return bool(out.strip())
+
+
+def _group_run_delay_s(pgid: int) -> float | None:
+    """Run-queue wait of every thread of process group `pgid` so far (schedstat), s;
+    None where the kernel does not report it."""
+    total, seen = 0, False
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) != pgid:  # field 5 of stat: the process group
+                continue
+            for task in (stat.parent / "task").iterdir():
+                total += int((task / "schedstat").read_text().split()[1])
+                seen = True
+        except (OSError, IndexError, ValueError):
+            continue  # the process ended meanwhile
+    return total / 1e9 if seen else None
 
 
 def _children_cpu_s() -> float:
