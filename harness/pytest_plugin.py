@@ -142,15 +142,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         from properties.findings import FINDINGS
     except ImportError:
         return
+    try:
+        from properties.findings import FLAKY_FINDINGS
+    except ImportError:
+        FLAKY_FINDINGS = {}
     for item in items:
         callspec = getattr(item, "callspec", None)
         target = getattr(callspec, "params", {}).get("target")
         name = getattr(item, "originalname", item.name)
         # Keyed by the target, or by the whole parametrisation where a property has
         # more parameters than the target (e.g. "aioquic-cubic-4": four TCP flows).
-        reason = FINDINGS.get((name, getattr(callspec, "id", None))) or FINDINGS.get((name, getattr(target, "id", None)))
-        if reason:
-            item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
+        for table, strict in ((FINDINGS, True), (FLAKY_FINDINGS, False)):
+            reason = table.get((name, getattr(callspec, "id", None))) or table.get((name, getattr(target, "id", None)))
+            if reason:
+                item.add_marker(pytest.mark.xfail(strict=strict, reason=reason))
 
 
 @pytest.fixture(scope="session")

@@ -48,4 +48,32 @@ FINDINGS: dict[tuple[str, str], str] = {
         "acknowledged (RFC 9002 §7.3.1): +4224 B on a 2472 B ACK on the clean link, +15-18 kB "
         "under loss; docs/findings.md"
     ),
+    ("test_fair_share_against_tcp_cubic", "aioquic-cubic-2"): (
+        "F7: aioquic 1.7.2 (cubic) takes ×1.6-1.9 its fair share against 2 TCP CUBIC flows on "
+        "Kakhki's 5 Mbit/s / 36 ms / 30 KB link, in every one of 9 runs (bound ×1.5); docs/findings.md"
+    ),
+    ("test_fair_share_against_tcp_cubic", "aioquic-cubic-4"): (
+        "F7: aioquic 1.7.2 (cubic) takes ×2.1-2.5 its fair share against 4 TCP CUBIC flows, in "
+        "every one of 9 runs (bound ×1.5); docs/findings.md"
+    ),
+    ("test_reordering_costs_quic_no_more_than_tcp", "aioquic-newreno"): (
+        "F8: with one datagram in 50 held behind the next 3, aioquic 1.7.2 (newreno) is ×6-8 "
+        "slower than kernel TCP on the same schedule: every hold is declared lost and cuts the "
+        "window (Kakhki §5); docs/findings.md"
+    ),
+    ("test_reordering_costs_quic_no_more_than_tcp", "aioquic-cubic"): (
+        "F8: with one datagram in 50 held behind the next 3, aioquic 1.7.2 (cubic) is ×3-5 "
+        "slower than kernel TCP on the same schedule; docs/findings.md"
+    ),
+}
+
+#: Real violations that do not reproduce every time: xfail(strict=False), so the
+#: suite reports them (XFAIL or XPASS) without failing either way. Each says how
+#: often it was seen; docs/findings.md has the schedule.
+FLAKY_FINDINGS: dict[tuple[str, str], str] = {
+    ("test_clean_link_is_fully_used", "quic-go-newreno"): (
+        "F9 (2 of 3 runs): quic-go v0.65.0's client aborts a 48 MB download on a clean 1000-packet-BDP "
+        "link with INTERNAL_ERROR \"too many gaps in received data\" after the slow-start overshoot's "
+        "losses; docs/findings.md"
+    ),
 }

@@ -21,7 +21,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from harness import strategies
-from harness.pytest_plugin import repetitions, slow
+from harness.pytest_plugin import PROFILE, repetitions, slow
 from harness.runner import Inconclusive
 from harness.schedule import LinkSettings, Schedule
 from harness.topology import TransferPlan
@@ -48,8 +48,14 @@ bottlenecks = strategies.replayable(lambda: st.builds(
 ))()
 
 
+#: Competing TCP flows per case. One run against 2 or 4 flows is too noisy for a
+#: verdict at ×1.5 (runs of one stack spread by ±0.2 there), so the ci profile keeps
+#: the single-flow case; dev and release add 2 and 4 with repetitions.
+FLOWS = [1] if PROFILE == "ci" else [1, 2, 4]
+
+
 @slow
-@pytest.mark.parametrize("flows", [1, 2, 4])
+@pytest.mark.parametrize("flows", FLOWS)
 @example(schedule=KAKHKI)
 @given(schedule=bottlenecks)
 def test_fair_share_against_tcp_cubic(longlook, target, flows, schedule):
