@@ -65,6 +65,18 @@ FINDINGS: dict[tuple[str, str], str] = {
         "F8: with one datagram in 50 held behind the next 3, aioquic 1.7.2 (cubic) is ×3-5 "
         "slower than kernel TCP on the same schedule; docs/findings.md"
     ),
+    ("test_pto_backs_off_exponentially", "picoquic-newreno"): (
+        "F10: picoquic 1.1.53 doubles its PTO three times, then grows it by about ×1.25 per "
+        "timeout (RFC 9002 §6.2.1: twice its current value each time); docs/findings.md"
+    ),
+    ("test_pto_backs_off_exponentially", "picoquic-cubic"): (
+        "F10: picoquic 1.1.53 doubles its PTO three times, then grows it by about ×1.25 per "
+        "timeout (RFC 9002 §6.2.1: twice its current value each time); docs/findings.md"
+    ),
+    ("test_pto_backs_off_exponentially", "picoquic-prague"): (
+        "F10: picoquic 1.1.53 doubles its PTO three times, then grows it by about ×1.25 per "
+        "timeout (RFC 9002 §6.2.1: twice its current value each time); docs/findings.md"
+    ),
 }
 
 #: Real violations that do not reproduce every time: xfail(strict=False), so the
