@@ -9,6 +9,7 @@ runs the emulator's strict schedule validator; ``read_log`` (re-exported from
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
@@ -94,6 +95,10 @@ class LinkOptions:
     mtu: int | None = None
     client_dev: str = "ll0"
     server_dev: str = "ll0"
+    #: Each side's address with prefix; each side gets a route to the other's subnet.
+    #: The Docker backend gives the interop runner's addresses here (docs/docker.md).
+    client_addr: str = netns.CLIENT_ADDR
+    server_addr: str = netns.SERVER_ADDR
 
     def argv(self) -> list[str]:
         """Return the flags for these options."""
@@ -176,10 +181,10 @@ class Link:
                                           stdin=subprocess.DEVNULL)
         try:
             self.ready = self._wait_ready()
-            netns.configure_tun(self.client_ns, self.ready["client_dev"],
-                                netns.CLIENT_ADDR, netns.SERVER_SUBNET)
-            netns.configure_tun(self.server_ns, self.ready["server_dev"],
-                                netns.SERVER_ADDR, netns.CLIENT_SUBNET)
+            opts = self.options
+            client_net, server_net = (str(ipaddress.ip_interface(a).network) for a in (opts.client_addr, opts.server_addr))
+            netns.configure_tun(self.client_ns, self.ready["client_dev"], opts.client_addr, server_net)
+            netns.configure_tun(self.server_ns, self.ready["server_dev"], opts.server_addr, client_net)
         except BaseException:
             self._stop()
             raise
