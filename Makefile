@@ -8,7 +8,7 @@ CARGO_FLAGS := --release --locked --manifest-path $(CARGO_MANIFEST)
 
 .PHONY: setup test check mutants bench-emulator clean
 
-setup: $(STAMPS)/system-deps $(STAMPS)/python-deps
+setup: $(STAMPS)/system-deps $(STAMPS)/python-deps $(STAMPS)/pylink
 	cargo build $(CARGO_FLAGS)
 	harness/endpoints/build-all.sh
 
@@ -29,6 +29,13 @@ $(VENV)/pyvenv.cfg:
 $(STAMPS)/python-deps: requirements.txt pyproject.toml $(VENV)/pyvenv.cfg | $(STAMPS)
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet -e .
+	touch $@
+
+# The emulator core's Python bindings (PyO3 via maturin) for virtual-time runs
+# (docs/virtual-time.md); rebuilt when the core or the bindings change.
+PYLINK := harness/emulator/python
+$(STAMPS)/pylink: $(PYLINK)/src/lib.rs $(PYLINK)/Cargo.toml $(PYLINK)/Cargo.lock $(wildcard harness/emulator/src/*.rs) $(STAMPS)/python-deps
+	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --locked --quiet -m $(PYLINK)/Cargo.toml
 	touch $@
 
 test: setup

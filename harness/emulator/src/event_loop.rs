@@ -3,7 +3,7 @@
 //! impairment logic lives in the sans-IO `Link`; this file only moves bytes and time.
 
 use crate::control::{self, Client, Listener, Request};
-use crate::output::{summary, Log, SidePcap};
+use longlook_link::output::{summary, Log, SidePcap};
 use crate::sys::{self, Epoll, TimerFd};
 use longlook_link::lateness::Lateness;
 use longlook_link::offload::{self, Coalescer, VnetHdr, VNET_HDR_LEN};

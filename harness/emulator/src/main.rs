@@ -6,12 +6,11 @@
 
 mod control;
 mod event_loop;
-mod output;
 mod sys;
 
 use clap::{Parser, Subcommand};
 use event_loop::Router;
-use longlook_link::{Link, Schedule};
+use longlook_link::{output, Link, Schedule};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -1,8 +1,8 @@
 //! Where the router's ground truth goes: the NDJSON log (header, one line per packet,
 //! summary) and the optional per-side pcap files.
 
-use longlook_link::lateness::Lateness;
-use longlook_link::{Counters, Dir, DropReason, Link, Record};
+use crate::lateness::Lateness;
+use crate::{Counters, Dir, DropReason, Link, Record};
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, TsResolution};
 use serde_json::json;

@@ -1,0 +1,218 @@
+//! Python bindings to the emulator's sans-IO core, for virtual-time runs
+//! (docs/virtual-time.md). The impairment logic is `longlook_link::Link` itself
+//! (imported here as `link_core`, since this module takes the name longlook_link)
+//! and the ground-truth log and pcap writers are the router's own (`output`), so a virtual
+//! run's link.ndjson and pcap/ read exactly like a real-time run's.
+//!
+//! Times are ns since the link started, supplied by the caller; pcap timestamps are
+//! `start_unix_ns` plus that time, as in the router.
+
+use link_core::lateness::Lateness;
+use link_core::output::{summary, Log, SidePcap};
+use link_core::{Dir, Schedule};
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+fn parse_dir(dir: &str) -> PyResult<Dir> {
+    match dir {
+        "c2s" => Ok(Dir::C2s),
+        "s2c" => Ok(Dir::S2c),
+        other => Err(PyValueError::new_err(format!("direction {other:?}: give \"c2s\" or \"s2c\""))),
+    }
+}
+
+/// Side (0 client, 1 server) whose device a packet of `dir` enters from.
+fn side_in(dir: Dir) -> usize {
+    dir.index()
+}
+
+fn io_err(what: &str, e: std::io::Error) -> PyErr {
+    PyOSError::new_err(format!("{what}: {e}"))
+}
+
+/// The link of one virtual run: `link_core::Link` plus its log and captures.
+#[pyclass(unsendable, name = "Link")]
+struct PyLink {
+    link: link_core::Link,
+    log: Log,
+    pcap: Option<[SidePcap; 2]>,
+    start_unix_ns: u64,
+    closed: bool,
+}
+
+#[pymethods]
+impl PyLink {
+    /// Loads and validates the schedule file (traces relative to it, as the router
+    /// does); writes the log header now. `log` and `pcap_dir` may be None.
+    #[new]
+    #[pyo3(signature = (schedule, log=None, pcap_dir=None, start_unix_ns=0, argv=Vec::new()))]
+    fn new(
+        schedule: PathBuf,
+        log: Option<PathBuf>,
+        pcap_dir: Option<PathBuf>,
+        start_unix_ns: u64,
+        argv: Vec<String>,
+    ) -> PyResult<Self> {
+        let s = Schedule::load(&schedule).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let link = link_core::Link::new(s);
+        let log = Log::create(log.as_deref(), &link, &argv, start_unix_ns).map_err(|e| io_err("link log", e))?;
+        let pcap = match pcap_dir {
+            Some(d) => {
+                let mk = |side| SidePcap::create(&d, side).map_err(|e| io_err(&d.display().to_string(), e));
+                Some([mk("client")?, mk("server")?])
+            }
+            None => None,
+        };
+        Ok(PyLink { link, log, pcap, start_unix_ns, closed: false })
+    }
+
+    /// A packet (an IP datagram) entered the link at `now_ns` travelling `dir`.
+    fn on_packet(&mut self, now_ns: u64, dir: &str, packet: &[u8]) -> PyResult<()> {
+        self.check_open()?;
+        let dir = parse_dir(dir)?;
+        if let Some(p) = &mut self.pcap {
+            p[side_in(dir)].write(self.start_unix_ns + now_ns, packet).map_err(|e| io_err("pcap", e))?;
+        }
+        self.link.on_packet(now_ns, dir, packet);
+        self.drain()
+    }
+
+    /// The next packet due at or before `now_ns`: (dir, packet, due_ns, marks), or None.
+    /// It is captured on its way out at its due time (virtual time is never late).
+    fn poll_transmit<'py>(&mut self, py: Python<'py>, now_ns: u64) -> PyResult<Option<(&'static str, Bound<'py, PyBytes>, u64, u8)>> {
+        self.check_open()?;
+        let Some(t) = self.link.poll_transmit(now_ns) else { return Ok(None) };
+        if let Some(p) = &mut self.pcap {
+            p[1 - side_in(t.dir)].write(self.start_unix_ns + t.due_ns, &t.bytes).map_err(|e| io_err("pcap", e))?;
+        }
+        self.drain()?;
+        Ok(Some((t.dir.name(), PyBytes::new(py, &t.bytes), t.due_ns, t.marks)))
+    }
+
+    /// A lower bound, ns, on when `poll_transmit` can next return a packet.
+    fn next_deadline(&self) -> Option<u64> {
+        self.link.next_deadline()
+    }
+
+    fn force_phase(&mut self, now_ns: u64, index: usize) -> PyResult<()> {
+        self.link.force_phase(now_ns, index).map_err(PyValueError::new_err)
+    }
+
+    fn phase_at(&self, t_ns: u64) -> usize {
+        self.link.phase_at(t_ns)
+    }
+
+    /// Counters and (zero) lateness as JSON text, the log summary's format.
+    fn stats(&self) -> String {
+        summary(&self.link, &Lateness::default(), 0).to_string()
+    }
+
+    /// Ends the run: what is still inside becomes `in_flight`, the summary line is
+    /// written, files are flushed. Returns the summary (JSON text). Idempotent.
+    fn close(&mut self) -> PyResult<String> {
+        let s = summary(&self.link, &Lateness::default(), 0);
+        if self.closed {
+            return Ok(s.to_string());
+        }
+        self.closed = true;
+        self.link.shutdown();
+        self.drain()?;
+        let s = summary(&self.link, &Lateness::default(), 0);
+        self.log.finish(&s).map_err(|e| io_err("link log", e))?;
+        if let Some(p) = &mut self.pcap {
+            for side in p.iter_mut() {
+                side.close().map_err(|e| io_err("pcap", e))?;
+            }
+        }
+        Ok(s.to_string())
+    }
+}
+
+impl PyLink {
+    fn check_open(&self) -> PyResult<()> {
+        if self.closed {
+            return Err(PyValueError::new_err("the link is closed; create a new Link for another run"));
+        }
+        Ok(())
+    }
+
+    fn drain(&mut self) -> PyResult<()> {
+        while let Some(r) = self.link.poll_record() {
+            self.log.record(&r).map_err(|e| io_err("link log", e))?;
+        }
+        Ok(())
+    }
+}
+
+fn checksum(chunks: &[&[u8]]) -> u16 {
+    let mut sum = 0u32;
+    let mut odd: Option<u8> = None;
+    for c in chunks {
+        for &b in c.iter() {
+            match odd.take() {
+                Some(hi) => sum += u32::from(u16::from_be_bytes([hi, b])),
+                None => odd = Some(b),
+            }
+        }
+    }
+    if let Some(hi) = odd {
+        sum += u32::from(hi) << 8;
+    }
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// An IPv4/UDP datagram around `payload` with valid checksums (TTL 64, DF set), as
+/// the kernel would hand it to a TUN device.
+#[pyfunction]
+#[pyo3(signature = (src, dst, sport, dport, payload, ecn=0))]
+fn udp4<'py>(py: Python<'py>, src: &str, dst: &str, sport: u16, dport: u16, payload: &[u8], ecn: u8) -> PyResult<Bound<'py, PyBytes>> {
+    let addr = |s: &str| s.parse::<Ipv4Addr>().map_err(|e| PyValueError::new_err(format!("address {s:?}: {e}")));
+    let (s, d) = (addr(src)?.octets(), addr(dst)?.octets());
+    let udp_len = 8 + payload.len();
+    if udp_len + 20 > 65535 {
+        return Err(PyValueError::new_err(format!("payload of {} bytes does not fit one IPv4 packet", payload.len())));
+    }
+    let mut ip = [0u8; 20];
+    ip[0] = 0x45;
+    ip[1] = ecn & 3;
+    ip[2..4].copy_from_slice(&((udp_len + 20) as u16).to_be_bytes());
+    ip[6] = 0x40;
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&s);
+    ip[16..20].copy_from_slice(&d);
+    let c = checksum(&[&ip]);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    let mut udp = [0u8; 8];
+    udp[0..2].copy_from_slice(&sport.to_be_bytes());
+    udp[2..4].copy_from_slice(&dport.to_be_bytes());
+    udp[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+    let len = (udp_len as u16).to_be_bytes();
+    let pseudo = [s[0], s[1], s[2], s[3], d[0], d[1], d[2], d[3], 0, 17, len[0], len[1]];
+    let c = match checksum(&[&pseudo, &udp, payload]) {
+        0 => 0xffff, // 0 means "no checksum" in UDP over IPv4
+        c => c,
+    };
+    udp[6..8].copy_from_slice(&c.to_be_bytes());
+    PyBytes::new_with(py, 20 + udp_len, |buf| {
+        buf[..20].copy_from_slice(&ip);
+        buf[20..28].copy_from_slice(&udp);
+        buf[28..].copy_from_slice(payload);
+        Ok(())
+    })
+}
+
+#[pymodule]
+#[pyo3(name = "longlook_link")]
+fn python_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyLink>()?;
+    m.add_function(wrap_pyfunction!(udp4, m)?)?;
+    m.add("CORRUPT", link_core::record::marks::CORRUPT)?;
+    Ok(())
+}
