@@ -1,0 +1,220 @@
+"""Docker containers as the hosts of a testbed: the engine check, one endpoint
+container's life, its network namespace under a name the emulator can open, and the
+sweep of what a killed earlier run left behind.
+
+Containers start with ``--network none``; the harness then names the container's
+network namespace ``ll-<owner pid>-<4 hex>`` (``ip netns attach``), so the emulator,
+pyroute2 and harness.netns treat it like any namespace of ours, and
+:func:`harness.netns.sweep_stale` already covers it. Every container carries the
+label ``longlook.owner=<pid>``: :func:`sweep_stale` removes those whose owner is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import netns
+
+OWNER_LABEL = "longlook.owner"
+#: The interop runner's simulator answers here once the network is up; images wait for it.
+SIM_PORT = 57832
+ENGINE_FIX = ("run `make docker-engine` (uses a running engine, or installs docker.io and starts "
+              "dockerd --bridge=none --iptables=false)")
+_CLONE_NEWNET = 0x40000000
+
+
+class DockerError(RuntimeError):
+    """The engine, an image or a container misbehaved; the message names which and the fix."""
+
+
+def docker(*args: str, timeout_s: float = 30.0, check: bool = True) -> subprocess.CompletedProcess:
+    """Runs the docker CLI; DockerError carries its stderr when it fails and `check`."""
+    try:
+        done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout_s, check=False)
+    except FileNotFoundError:
+        raise DockerError(f"no docker command on PATH; {ENGINE_FIX}") from None
+    except subprocess.TimeoutExpired:
+        raise DockerError(f"`docker {' '.join(args[:2])}` did not answer within {timeout_s:.0f} s") from None
+    if check and done.returncode != 0:
+        raise DockerError(f"`docker {' '.join(args[:2])}` failed: {done.stderr.strip()}")
+    return done
+
+
+def engine_version() -> str:
+    """The running engine's version; DockerError with the fix if none answers."""
+    try:
+        return docker("version", "--format", "{{.Server.Version}}", timeout_s=10.0).stdout.strip()
+    except DockerError as e:
+        raise DockerError(f"no Docker engine answers ({e}); {ENGINE_FIX}") from None
+
+
+def image_id(image: str) -> str:
+    """The id of a local image; DockerError naming the image and how to get it."""
+    done = docker("image", "inspect", "--format", "{{.Id}}", image, check=False)
+    if done.returncode != 0:
+        hint = ("build it with `make docker-images`" if image.startswith("longlook/")
+                else f"load or pull it first (`docker pull {image}` where a registry is reachable)")
+        raise DockerError(f"image {image} not found: {hint}")
+    return done.stdout.strip()
+
+
+@dataclass
+class Container:
+    """One endpoint container, running until :meth:`remove`."""
+
+    id: str
+    name: str
+    role: str
+    image: str
+    pid: int = 0
+    #: Its network namespace's name under /run/netns ("" until attached).
+    ns: str = ""
+    returncode: int | None = None
+    _listeners: list[socket.socket] = field(default_factory=list)
+
+    def attach_netns(self) -> str:
+        """Names the container's network namespace so the emulator can open a TUN in it."""
+        self.ns = netns.new_name()
+        done = subprocess.run(["ip", "netns", "attach", self.ns, str(self.pid)], capture_output=True, text=True)
+        if done.returncode != 0:
+            self.ns = ""
+            raise DockerError(f"ip netns attach for {self.role} container {self.name}: {done.stderr.strip()}")
+        return self.ns
+
+    def open_sim(self) -> None:
+        """Listens on SIM_PORT inside the container: its `sim` answers, so it proceeds.
+
+        The kernel completes connections up to the backlog without accept(); a
+        wait-for-it probe needs nothing more."""
+        self._listeners.append(listen_in_netns(f"/proc/{self.pid}/ns/net", SIM_PORT))
+
+    def alive(self) -> bool:
+        return netns.pid_alive(self.pid)
+
+    def udp_bound(self, port: int) -> bool:
+        """Whether any socket in the container's namespace is bound to UDP `port`
+        (read from /proc/<pid>/net: the namespace of that process)."""
+        hex_port = f":{port:04X}"
+        for table in ("udp", "udp6"):
+            with contextlib.suppress(OSError):
+                for line in Path(f"/proc/{self.pid}/net/{table}").read_text().splitlines()[1:]:
+                    if line.split()[1].endswith(hex_port):
+                        return True
+        return False
+
+    def wait(self, timeout_s: float) -> int | None:
+        """The exit status, or None if it still runs after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.alive():
+                break
+            time.sleep(0.02)
+        state = docker("inspect", "--format", "{{.State.Running}} {{.State.ExitCode}}", self.id).stdout.split()
+        if state[0] == "true":
+            return None
+        self.returncode = int(state[1])
+        return self.returncode
+
+    def stop(self, grace_s: float = 3.0) -> int | None:
+        """SIGTERM (the contract's stop for a server), SIGKILL after `grace_s`."""
+        if self.wait(0) is None:
+            docker("kill", "--signal", "TERM", self.id, check=False)
+            if self.wait(grace_s) is None:
+                docker("kill", self.id, check=False)
+                self.wait(grace_s)
+        return self.returncode
+
+    def save_logs(self, workdir: Path) -> None:
+        """The container's stdout and stderr into workdir/stdout and workdir/stderr."""
+        with (workdir / "stdout").open("wb") as out, (workdir / "stderr").open("wb") as err:
+            subprocess.run(["docker", "logs", self.id], stdout=out, stderr=err, check=False, timeout=30)
+
+    def remove(self) -> None:
+        """Removes the container, its namespace's name and the sim listener; idempotent."""
+        for sock in self._listeners:
+            sock.close()
+        self._listeners.clear()
+        docker("rm", "--force", "--volumes", self.id, check=False)
+        if self.ns:
+            netns.remove(self.ns)
+            self.ns = ""
+
+
+def run_container(image: str, name: str, role: str, env: dict[str, str], mounts: dict[Path, str],
+                  hosts: dict[str, str], caps: tuple[str, ...] = ("NET_ADMIN",)) -> Container:
+    """Starts `image` detached with no network, labelled with our pid; returns it running.
+
+    `mounts` maps host paths to container paths (":ro" suffix allowed); `hosts` are
+    /etc/hosts entries. DockerError (container removed) when it does not start."""
+    argv = ["run", "--detach", "--network", "none", "--name", name, "--hostname", role,
+            "--label", f"{OWNER_LABEL}={os.getpid()}", "--label", f"longlook.role={role}"]
+    argv += [f"--cap-add={c}" for c in caps]
+    for host, ip in hosts.items():
+        argv += ["--add-host", f"{host}:{ip}"]
+    for src, dst in mounts.items():
+        argv += ["--volume", f"{src}:{dst}"]
+    for key, value in env.items():
+        argv += ["--env", f"{key}={value}"]
+    done = docker(*argv, image, check=False)
+    if done.returncode != 0:
+        docker("rm", "--force", name, check=False)
+        raise DockerError(f"image {image} did not start as {role}: {done.stderr.strip()}")
+    container = Container(done.stdout.strip(), name, role, image)
+    state = docker("inspect", "--format", "{{.State.Pid}}", container.id).stdout.strip()
+    container.pid = int(state or 0)
+    if container.pid == 0:
+        logs = docker("logs", "--tail", "3", container.id, check=False)
+        container.remove()
+        raise DockerError(f"image {image} exited at once as {role}, before its network was wired: "
+                          f"{(logs.stdout + logs.stderr).strip()[-400:] or '(no output)'}")
+    return container
+
+
+def listen_in_netns(ns_path: str, port: int) -> socket.socket:
+    """A listening TCP socket on 0.0.0.0:`port` inside the namespace at `ns_path`.
+
+    A socket belongs to the namespace its creating thread was in; a throwaway thread
+    enters the namespace so this process's own threads never leave theirs."""
+    result: dict[str, object] = {}
+
+    def inside() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        try:
+            with open(ns_path) as target:
+                if libc.setns(target.fileno(), _CLONE_NEWNET) != 0:
+                    raise OSError(ctypes.get_errno(), f"setns {ns_path}")
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("0.0.0.0", port))
+            sock.listen(64)
+            result["sock"] = sock
+        except OSError as e:
+            result["error"] = e
+
+    worker = threading.Thread(target=inside, name="ll-netns-listen")
+    worker.start()
+    worker.join()
+    if "error" in result:
+        raise DockerError(f"cannot listen on {port} in {ns_path}: {result['error']}")
+    return result["sock"]  # type: ignore[return-value]
+
+
+def sweep_stale() -> list[str]:
+    """Removes containers whose owner process is gone (a killed earlier run); returns their names."""
+    listed = docker("ps", "--all", "--filter", f"label={OWNER_LABEL}",
+                    "--format", f'{{{{.ID}}}} {{{{.Names}}}} {{{{.Label "{OWNER_LABEL}"}}}}', check=False)
+    removed = []
+    for line in listed.stdout.splitlines():
+        cid, name, owner = (line.split() + ["", "", ""])[:3]
+        if owner.isdigit() and not netns.pid_alive(int(owner)):
+            docker("rm", "--force", "--volumes", cid, check=False)
+            removed.append(name)
+    return removed

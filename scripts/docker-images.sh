@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Builds longlook's endpoint images (docker/<stack>/Dockerfile) from the endpoints
+# `make setup` built on the host: nothing is compiled inside an image, and the
+# builds need no network. Usage: scripts/docker-images.sh [STACK...] (default: all
+# with a Dockerfile). A stack whose host build is missing is skipped with the fix.
+# Images are tagged longlook/<stack>:latest; the base comes from $LONGLOOK_BASE_IMAGE
+# (default longlook/base:bookworm, made by `make docker-base`).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+base=${LONGLOOK_BASE_IMAGE:-longlook/base:bookworm}
+py=${LL_PYTHON:-$root/.venv/bin/python}
+stage_root=$root/docker/build
+
+# Copies what the image of stack $1 needs into its build context $2; returns 1 if
+# the host build is missing.
+stage() {
+    local stack=$1 ctx=$2 ep=$root/harness/endpoints
+    mkdir -p "$ctx/endpoint"
+    cp "$root/docker/run_endpoint.sh" "$ctx/"
+    case $stack in
+        aioquic)
+            local version
+            version=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["version"])' "$ep/aioquic/caps.json")
+            cp "$ep/aioquic/endpoint.py" "$ctx/endpoint/"
+            # Wheels for the image's Python (bookworm: 3.11, as the project's venv).
+            if [ ! -d "$ctx/site/aioquic-$version.dist-info" ]; then
+                rm -rf "$ctx/site"
+                "$py" -m pip install --quiet --target "$ctx/site" "aioquic==$version"
+            fi ;;
+        quic-go) install -m 755 "$ep/quic-go/bin/endpoint" "$ctx/endpoint/endpoint" 2>/dev/null || return 1 ;;
+        quiche|quinn)
+            install -m 755 "$ep/rust/target/release/$stack-endpoint" "$ctx/endpoint/endpoint" 2>/dev/null || return 1 ;;
+        *) echo "docker-images: no staging rule for $stack" >&2; return 1 ;;
+    esac
+}
+
+if ! docker image inspect "$base" >/dev/null 2>&1; then
+    echo "docker-images: base image $base missing: run 'make docker-base' (or set LONGLOOK_BASE_IMAGE=debian:bookworm where a registry is reachable)" >&2
+    exit 1
+fi
+stacks=("$@")
+if [ ${#stacks[@]} -eq 0 ]; then
+    for f in "$root"/docker/*/Dockerfile; do stacks+=("$(basename "$(dirname "$f")")"); done
+fi
+status=0
+for stack in "${stacks[@]}"; do
+    ctx=$stage_root/$stack
+    if ! stage "$stack" "$ctx"; then
+        echo "docker-images: $stack: host endpoint not built; run 'make setup' first (skipped)" >&2
+        status=1
+        continue
+    fi
+    echo "docker-images: building longlook/$stack:latest from $base"
+    # --network none: a build step that reaches out is a bug in the Dockerfile.
+    docker build --quiet --network none --build-arg "BASE=$base" \
+        -f "$root/docker/$stack/Dockerfile" -t "longlook/$stack:latest" "$ctx" >/dev/null
+done
+exit $status
