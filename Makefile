@@ -6,7 +6,7 @@ STAMPS := .stamps
 CARGO_MANIFEST := harness/emulator/Cargo.toml
 CARGO_FLAGS := --release --locked --manifest-path $(CARGO_MANIFEST)
 
-.PHONY: setup test check mutants bench-emulator clean
+.PHONY: setup test check mutants bench-emulator clean docker-engine docker-base docker-images
 
 setup: $(STAMPS)/system-deps $(STAMPS)/python-deps $(STAMPS)/pylink
 	cargo build $(CARGO_FLAGS)
@@ -60,6 +60,18 @@ mutants: setup
 # Model-checks spec/ (TLA+) and compares the state counts with spec/manifest.json.
 tlc: $(STAMPS)/system-deps $(STAMPS)/python-deps
 	nice -n 19 $(PY) -m harness.model.check
+
+# The Docker backend (docs/docker.md): an engine (a running one, or dockerd started
+# with --bridge=none --iptables=false), a base image without a registry, and our
+# endpoints' images from the host builds. Each step is idempotent.
+docker-engine:
+	scripts/docker-engine.sh
+
+docker-base: docker-engine
+	nice -n 19 scripts/docker-base.sh
+
+docker-images: setup docker-base
+	nice -n 19 scripts/docker-images.sh $(DOCKER_STACKS)
 
 bench-emulator: setup
 	scripts/install-bench-deps.sh
