@@ -1,0 +1,175 @@
+"""Virtual-time runs: a sans-IO stack and the emulator's own core in one process,
+driven by a discrete-event loop (docs/virtual-time.md).
+
+    from harness.virtual import transfer
+    result = transfer(schedule, out_dir, stack, plan, opts)   # a TransferResult
+
+The run directory has the real-time layout (docs/testbed.md): schedule.json,
+link.ndjson (written by the core's record path), pcap/{client,server}.pcap,
+{client,server}/{qlog/,keys.log,app.ndjson}, www/, certs/, result.json. Everything
+in it is a function of (schedule, plan, options): no paths, no wall-clock times.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from pathlib import Path
+
+from harness.schedule import Schedule
+
+#: Stacks that can run in virtual time, and why the others cannot.
+SUPPORTED = ("aioquic",)
+WHY_NOT = {
+    "quiche": "quiche reads the clock itself (Instant::now() inside the library)",
+    "tcp": "kernel TCP runs in the kernel's own time",
+}
+CLIENT = ("198.18.0.1", 40000)
+SERVER = ("198.19.0.1", 4433)
+#: aioquic's initial window is fixed (congestion/base.py K_INITIAL_WINDOW), packets.
+FIXED_INITIAL_WINDOW = 10
+
+
+class RealTimeOnly(Exception):
+    """The stack or the plan cannot run in virtual time; the message says why.
+    Callers turn it into a skip, never a silent fallback to real time."""
+
+
+def supports(stack_name: str) -> str | None:
+    """None if `stack_name` runs in virtual time, else the reason it does not."""
+    if stack_name in SUPPORTED:
+        return None
+    why = WHY_NOT.get(stack_name, "its endpoint is a separate process that reads the real clock")
+    return f"{stack_name} is real time only: {why}"
+
+
+def check_plan(plan) -> None:
+    """RealTimeOnly for plans that need the kernel (competing TCP flows)."""
+    if plan.tcp_flows:
+        raise RealTimeOnly(f"the plan has {plan.tcp_flows} competing kernel TCP flow(s); "
+                           "kernel TCP runs in real time only")
+
+
+def _select_cc(spec: str | None) -> tuple[str, str]:
+    """(name for the version record, name registered in aioquic), as the endpoint."""
+    spec = spec or "newreno"
+    if ":" in spec:
+        from aioquic.quic.congestion.base import register_congestion_control
+
+        module_name, attr = spec.split(":", 1)
+        native = f"longlook:{spec}"
+        register_congestion_control(native, getattr(importlib.import_module(module_name), attr))
+        return spec, native
+    from harness.virtual.aioquic_hosts import NATIVE_CC
+
+    if spec not in NATIVE_CC:
+        raise ValueError(f"cc {spec!r} unsupported (aioquic has newreno, cubic, or module:Factory)")
+    return ("newreno" if spec == "reno" else spec), NATIVE_CC[spec]
+
+
+def transfer(schedule: Schedule, out_dir: str | Path, stack, plan, opts):
+    """One verified transfer of `plan` in virtual time; returns a TransferResult
+    (written to result.json). RealTimeOnly for stacks or plans it cannot run."""
+    return transfer_with_stats(schedule, out_dir, stack, plan, opts)[0]
+
+
+def transfer_with_stats(schedule: Schedule, out_dir: str | Path, stack, plan, opts):
+    """As `transfer`, also returning the loop's statistics (virtual_s, steps,
+    wall_clock_s, per-host datagram counts, the link summary)."""
+    from harness.topology import TransferResult, write_objects
+
+    why = supports(stack.name)
+    if why:
+        raise RealTimeOnly(why)
+    check_plan(plan)
+    out = Path(out_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    unsupported = None
+    if opts.initial_window and opts.initial_window != FIXED_INITIAL_WINDOW:
+        unsupported = f"initial window {opts.initial_window} unsupported (aioquic's is fixed at {FIXED_INITIAL_WINDOW} packets)"
+    if unsupported:
+        result = TransferResult(stack=stack.name, cc=opts.cc, ok=False, reason=unsupported, unsupported=True,
+                                bytes=0, duration_s=0.0, goodput_bps=0.0, out_dir=str(out))
+        _write_result(out, result, {})
+        return result, {}
+    digests = write_objects(out / "www", plan.sizes, plan.seed)
+    started = time.perf_counter()
+    stats = _run(schedule, out, plan, opts, list(digests))
+    wall = time.perf_counter() - started
+    result = _result(stack.name, opts, out, digests, stats)
+    _write_result(out, result, stats)
+    stats["wall_clock_s"] = wall  # returned to the caller only: files stay deterministic
+    return result, stats
+
+
+def _run(schedule: Schedule, out: Path, plan, opts, names: list[str]) -> dict:
+    import aioquic
+    import longlook_link
+
+    from harness.virtual import aioquic_hosts as aq
+    from harness.virtual.determinism import EPOCH_UNIX_NS, deterministic_aioquic, write_ed25519_cert
+    from harness.virtual.loop import EventLoop
+
+    schedule_path = schedule.write(out / "schedule.json")
+    (out / "pcap").mkdir(exist_ok=True)
+    certs = out / "certs"
+    write_ed25519_cert(certs, aq.SERVER_NAME, schedule.seed)
+    roles = {r: out / r for r in ("client", "server")}
+    for d in roles.values():
+        (d / "qlog").mkdir(parents=True, exist_ok=True)
+    (roles["client"] / "downloads").mkdir(exist_ok=True)
+    cc_name, native = _select_cc(opts.cc)
+    applogs = {r: aq.AppLog(d / "app.ndjson", EPOCH_UNIX_NS) for r, d in roles.items()}
+    for log in applogs.values():
+        log.version(aioquic.__version__, cc_name, native)
+    link = longlook_link.Link(str(schedule_path), str(out / "link.ndjson"), str(out / "pcap"), EPOCH_UNIX_NS,
+                              ["longlook-virtual", "aioquic"])
+    loop = None
+    with deterministic_aioquic(schedule.seed ^ plan.seed, lambda: loop.now_ns if loop else 0):
+        mds = opts.max_datagram_size or 1252
+        configs = {r: aq.configuration(is_client=r == "client", cc=native, flow_window=opts.flow_window,
+                                       max_datagram_size=mds, keylog=d / "keys.log", certs=certs)
+                   for r, d in roles.items()}
+        server = aq.Server(*SERVER, configs["server"], out / "www", applogs["server"])
+        client = aq.Client(*CLIENT, configs["client"], SERVER, names, plan.testcase, plan.think_ms,
+                           roles["client"] / "downloads", applogs["client"])
+        loop = EventLoop(link, client, server)
+        client.start(0.0)
+        try:
+            finished = loop.run(int(opts.timeout_s * 1e9))
+        finally:
+            for r, config in configs.items():
+                aq.write_qlogs(config, roles[r] / "qlog")
+                config.secrets_log_file.close()
+            for log in applogs.values():
+                log.fp.close()
+            summary = json.loads(link.close())
+    if not finished:
+        client.error = client.error or f"gave up after LL_TIMEOUT_S={opts.timeout_s:g} (virtual)"
+    return {"error": client.error, "virtual_s": loop.now_ns / 1e9, "steps": loop.steps, "link": summary,
+            "client": client.counters, "server": server.counters}
+
+
+def _result(stack_name: str, opts, out: Path, digests: dict[str, str], stats: dict):
+    from harness.topology import TransferResult, _app_duration_s, _sha256
+
+    downloads = out / "client" / "downloads"
+    got = {n: _sha256(downloads / n) for n in digests}
+    size = sum((downloads / n).stat().st_size for n, h in got.items() if h is not None)
+    reason = stats["error"] or ""
+    bad = [n for n in digests if got[n] != digests[n]]
+    if not reason and bad:
+        reason = f"wrong or missing bytes in {', '.join(bad)}"
+    duration = _app_duration_s(out / "client" / "app.ndjson") or stats["virtual_s"]
+    return TransferResult(stack=stack_name, cc=opts.cc, ok=not reason, reason=reason, unsupported=False,
+                          bytes=size, duration_s=duration, goodput_bps=size * 8 / duration if duration > 0 else 0.0,
+                          out_dir=str(out), client_rc=0 if not reason else 1, server_rc=0,
+                          wall_s=stats.get("virtual_s"))
+
+
+def _write_result(out: Path, result, stats: dict) -> None:
+    # out_dir is the one path in a result; a virtual run's files name none.
+    data = result.to_json() | {"out_dir": ".", "mode": "virtual",
+                               "virtual": {k: stats[k] for k in ("virtual_s", "steps", "client", "server") if k in stats}}
+    (out / "result.json").write_text(json.dumps(data, indent=2) + "\n")

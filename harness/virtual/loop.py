@@ -1,0 +1,180 @@
+"""The discrete-event loop of a virtual run: two hosts and the emulator's core.
+
+Time is an integer count of ns since the link started; it only moves forward, to
+the earliest of: the link's next deadline, either host's protocol timer, either
+host's application timer. At each instant the loop delivers what the link has due,
+fires due timers, then lets each host send (the order a real event loop would see).
+
+Float timers. Sans-IO stacks such as aioquic keep time as float seconds. A timer at
+float T maps to the instant ceil(T·1e9) ns, but ceil(T·1e9)/1e9 can be one ulp below
+T, and a stack asked "is it time?" at that float says no, keeps T and asks to be
+woken at the same instant again: a livelock at a frozen clock. Two guards:
+- a host's clock is monotonic and, when a timer fires, never below the timer's own
+  float value (`Host.clock_s`), so the stack sees `now >= T`;
+- a timer that is still due after being handled at instant t is next fired at t+1 ns,
+  and one that stays unchanged for STUCK_LIMIT consecutive firings raises
+  VirtualTimeError naming the host and the timer, instead of spinning forever.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import longlook_link
+
+#: Consecutive firings of an unchanged, still-due timer before the run is abandoned.
+STUCK_LIMIT = 1000
+#: Bytes of the IPv4 and UDP headers that `longlook_link.udp4` puts around a datagram.
+HEADERS = 28
+
+
+class VirtualTimeError(RuntimeError):
+    """The virtual run cannot advance (a stuck timer, an event loop with nothing
+    left to do while the application waits); the message says which and when."""
+
+
+@dataclass
+class Host:
+    """One side of the link. Subclasses implement the protocol hooks; the loop owns
+    the clock bookkeeping below."""
+
+    name: str
+    addr: str
+    port: int
+    #: The float clock last shown to the stack, s (never decreases).
+    last_s: float = 0.0
+    #: The timer value last fired and the instant (ns) it fired at.
+    fired: tuple[float, int] | None = None
+    stuck: int = 0
+    counters: dict[str, int] = field(default_factory=lambda: {"sent": 0, "received": 0, "corrupt_dropped": 0})
+
+    def clock_s(self, now_ns: int, floor_s: float = 0.0) -> float:
+        self.last_s = max(self.last_s, now_ns / 1e9, floor_s)
+        return self.last_s
+
+    # -- protocol hooks ------------------------------------------------------------
+    def timer_s(self) -> float | None:
+        """The stack's next timer, float s, or None."""
+        raise NotImplementedError
+
+    def on_timer(self, now_s: float, now_ns: int) -> None:
+        raise NotImplementedError
+
+    def app_deadline_ns(self) -> int | None:
+        """The application's next timer (think time, a give-up bound), ns, or None."""
+        return None
+
+    def on_app_timer(self, now_ns: int) -> None:
+        pass
+
+    def receive(self, payload: bytes, peer: tuple[str, int], now_s: float, now_ns: int) -> None:
+        raise NotImplementedError
+
+    def flush(self, now_s: float, now_ns: int) -> list[bytes]:
+        """Datagrams (UDP payloads) the stack sends now."""
+        raise NotImplementedError
+
+    def finished(self) -> bool:
+        """Whether this host's part of the run is over (the client decides the end)."""
+        return False
+
+
+def timer_ns(host: Host, now_ns: int) -> int | None:
+    """The instant at which `host`'s protocol timer fires, with the t+1 guard."""
+    t = host.timer_s()
+    if t is None or math.isinf(t):
+        return None
+    at = max(math.ceil(t * 1e9), 0)
+    if host.fired is not None and host.fired[0] == t and at <= host.fired[1]:
+        at = host.fired[1] + 1
+    return at
+
+
+class EventLoop:
+    """Runs `client` and `server` over `link` (a longlook_link.Link) until the
+    client is finished or `until_ns` passes."""
+
+    def __init__(self, link, client: Host, server: Host):
+        self.link = link
+        self.hosts = {"c2s": client, "s2c": server}
+        self.receiver = {"c2s": server, "s2c": client}
+        self.now_ns = 0
+        self.steps = 0
+
+    def run(self, until_ns: int) -> bool:
+        """True when the client finished, False when `until_ns` came first."""
+        client = self.hosts["c2s"]
+        self._flush()
+        while not client.finished():
+            t = self._next_time()
+            if t is None:
+                raise VirtualTimeError(f"at {self.now_ns / 1e9:.6f} s nothing is scheduled but the "
+                                       f"{client.name} is not finished (a stack or application bug)")
+            if t > until_ns:
+                self.now_ns = until_ns
+                return False
+            self.now_ns = max(self.now_ns, t)
+            self._step()
+        return True
+
+    def _next_time(self) -> int | None:
+        times = [self.link.next_deadline()]
+        for host in self.hosts.values():
+            times += [timer_ns(host, self.now_ns), host.app_deadline_ns()]
+        due = [t for t in times if t is not None]
+        return min(due) if due else None
+
+    def _step(self) -> None:
+        now = self.now_ns
+        self.steps += 1
+        while (tx := self.link.poll_transmit(now)) is not None:
+            direction, packet, _, marks = tx
+            host = self.receiver[direction]
+            if marks & longlook_link.CORRUPT:
+                # A flipped payload bit breaks the UDP checksum: the kernel would drop it.
+                host.counters["corrupt_dropped"] += 1
+                continue
+            sender = self.hosts[direction]
+            host.counters["received"] += 1
+            host.receive(packet[HEADERS:], (sender.addr, sender.port), host.clock_s(now), now)
+        fired = {}
+        for name, host in self.hosts.items():
+            fired[name] = self._fire(host, now)
+            deadline = host.app_deadline_ns()
+            if deadline is not None and deadline <= now:
+                host.on_app_timer(now)
+        self._flush()
+        for name, t in fired.items():
+            if t is not None:
+                self._check_stuck(self.hosts[name], t, now)
+
+    def _fire(self, host: Host, now: int) -> float | None:
+        """Fires `host`'s timer if due; returns the value fired."""
+        t = host.timer_s()
+        at = timer_ns(host, now)
+        if t is None or at is None or at > now:
+            return None
+        host.on_timer(host.clock_s(now, t), now)
+        host.fired = (t, now)
+        return t
+
+    def _check_stuck(self, host: Host, t: float, now: int) -> None:
+        """Counts firings after which the same timer is still due (after the host
+        also had its chance to send, which is what clears ack and pacing timers)."""
+        after = host.timer_s()
+        if after == t and math.ceil(t * 1e9) <= now:
+            host.stuck += 1
+            if host.stuck >= STUCK_LIMIT:
+                raise VirtualTimeError(f"{host.name}: timer {t!r} s still due after {host.stuck} firings "
+                                       f"(virtual time {now} ns); the stack does not clear it")
+        else:
+            host.stuck = 0
+
+    def _flush(self) -> None:
+        now = self.now_ns
+        for direction, host in self.hosts.items():
+            peer = self.receiver[direction]
+            for payload in host.flush(host.clock_s(now), now):
+                host.counters["sent"] += 1
+                self.link.on_packet(now, direction, longlook_link.udp4(host.addr, peer.addr, host.port, peer.port, payload))
