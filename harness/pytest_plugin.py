@@ -7,6 +7,8 @@ Options (group "longlook"; each also settable by environment variable):
   --artifacts DIR       where examples are kept (LONGLOOK_ARTIFACTS; default artifacts/)
   --keep-passing        keep passing examples' directories too
   --longlook-replay DIR re-run exactly the example saved in DIR
+  --backend local|docker  where endpoints run (LONGLOOK_BACKEND; docs/docker.md)
+  --image NAME          with --backend docker: the image for the one --impl (LONGLOOK_IMAGE)
 
 Hypothesis profiles, chosen with Hypothesis' own --hypothesis-profile:
   ci       a few derandomised examples per property; deadline off; shrinking bounded
@@ -27,6 +29,8 @@ IMPL_HELP = "stacks to test, comma-separated (default: every stack that is built
 CC_HELP = "congestion control for every stack: a name (newreno, cubic, bbr) or module:Factory"
 ARTIFACTS_HELP = "directory for the examples' artifacts (default: artifacts/)"
 REPLAY_ENV = "LONGLOOK_REPLAY"
+BACKEND_HELP = "where endpoints run: local (namespaces) or docker (one container per role; docs/docker.md)"
+IMAGE_HELP = "with --backend docker: run this image for the single --impl (default: the image in docker/stacks.json)"
 
 _common = dict(
     deadline=None,
@@ -50,6 +54,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--artifacts", default=os.environ.get("LONGLOOK_ARTIFACTS", "artifacts"), help=ARTIFACTS_HELP)
     g.addoption("--keep-passing", action="store_true", help="keep passing examples' artifacts too")
     g.addoption("--longlook-replay", default=None, help="re-run exactly the example saved in this directory")
+    g.addoption("--backend", default=os.environ.get("LONGLOOK_BACKEND", "local"), choices=("local", "docker"), help=BACKEND_HELP)
+    g.addoption("--image", default=os.environ.get("LONGLOOK_IMAGE"), help=IMAGE_HELP)
 
 
 #: Real-time bound on shrinking one failure under the ci profile, seconds.
@@ -91,6 +97,12 @@ def pytest_configure(config: pytest.Config) -> None:
         from hypothesis.internal.conjecture import engine
 
         engine.MAX_SHRINKING_SECONDS = CI_SHRINK_SECONDS
+    # Read by harness.docker_backend.open_testbed for every example.
+    os.environ["LONGLOOK_BACKEND"] = config.getoption("--backend")
+    if config.getoption("--image"):
+        if config.getoption("--backend") != "docker":
+            raise pytest.UsageError("--image needs --backend docker")
+        os.environ["LONGLOOK_IMAGE"] = config.getoption("--image")
     replay = config.getoption("--longlook-replay")
     if replay:
         # Read by harness.strategies.replayable() when test modules are imported.
@@ -111,11 +123,20 @@ def _targets(config: pytest.Config):
         return [Target.parse(saved["stack"], saved["cc"])]
     names = config.getoption("--impl")
     cc = config.getoption("--cc")
+    load = endpoints.load
+    if config.getoption("--backend") == "docker":
+        from harness import docker_backend
+
+        load = docker_backend.load_stack
+        if not names:
+            raise pytest.UsageError(f"--backend docker: name the stacks with --impl (one of {', '.join(docker_backend.stack_names())})")
+        if config.getoption("--image") and "," in names:
+            raise pytest.UsageError("--image runs one image: give a single --impl whose qlog dialect and CC list it shares")
     stacks = [s.strip() for s in names.split(",")] if names else [s.name for s in endpoints.available() if s.is_built()]
     targets = []
     for name in stacks:
         try:
-            stack = endpoints.load(name)
+            stack = load(name)
         except StackError as e:
             raise pytest.UsageError(f"--impl: {e}") from None
         if cc:

@@ -193,7 +193,10 @@ def run_example(example: Example, target: Target, out: Path) -> Observation:
     Inconclusive, one that fails is returned for the property to judge."""
     opts = EndpointOptions(cc=None if target.cc.name == target.stack.default_cc else target.cc.name,
                            timeout_s=example.timeout_s)
-    with Testbed(example.schedule, out) as bed:
+    # The backend in force ($LONGLOOK_BACKEND: local namespaces or Docker containers).
+    from harness.docker_backend import open_testbed
+
+    with open_testbed(example.schedule, out, target.stack) as bed:
         result = bed.transfer(target.stack, example.plan, opts)
     if result.unsupported:
         raise Inconclusive(f"{target.id}: {result.reason}")
