@@ -113,6 +113,7 @@ class DockerTestbed(Testbed):
         #: SERVER_PARAMS / CLIENT_PARAMS of the interop runner, passed through.
         self.params = params or {}
         self.containers: dict[str, Container] = {}
+        self.client_ip = CLIENT_IP
         self.timings: dict[str, float] = {}
 
     def __enter__(self) -> DockerTestbed:

@@ -168,6 +168,8 @@ class Testbed:
         self._stack = contextlib.ExitStack()
         self._procs: list[subprocess.Popen] = []
         self._competitors: list[subprocess.Popen] = []
+        #: The client's address on the link (the Docker backend uses the interop runner's).
+        self.client_ip = CLIENT_IP
 
     def __enter__(self) -> Testbed:
         require_root()
@@ -229,7 +231,7 @@ class Testbed:
             time.sleep(0.05)
         duration = int(TCP_WARMUP_S + timeout_s + 10)
         self._spawn(self.server_ns, [
-            "iperf3", "-c", CLIENT_IP, "-p", str(TCP_COMPETITOR_PORT), "-P", str(plan.tcp_flows),
+            "iperf3", "-c", self.client_ip, "-p", str(TCP_COMPETITOR_PORT), "-P", str(plan.tcp_flows),
             "-C", plan.tcp_cc, "-t", str(duration), "-J",
         ], logs / "sender")
         time.sleep(TCP_WARMUP_S)
