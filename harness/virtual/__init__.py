@@ -108,13 +108,13 @@ def _run(schedule: Schedule, out: Path, plan, opts, names: list[str]) -> dict:
     import longlook_link
 
     from harness.virtual import aioquic_hosts as aq
-    from harness.virtual.determinism import EPOCH_UNIX_NS, deterministic_aioquic, write_ed25519_cert
+    from harness.virtual.determinism import EPOCH_UNIX_NS, deterministic_aioquic, write_cert
     from harness.virtual.loop import EventLoop
 
     schedule_path = schedule.write(out / "schedule.json")
     (out / "pcap").mkdir(exist_ok=True)
     certs = out / "certs"
-    write_ed25519_cert(certs, aq.SERVER_NAME, schedule.seed)
+    write_cert(certs, aq.SERVER_NAME, schedule.seed)
     roles = {r: out / r for r in ("client", "server")}
     for d in roles.values():
         (d / "qlog").mkdir(parents=True, exist_ok=True)

@@ -5,10 +5,13 @@ aioquic draws from four places: `os.urandom` (connection IDs, reset tokens, TLS
 randoms, tickets, path challenges, the long header's grease bits), X25519/X448 key
 generation, EC key generation for the P-256/P-384 key shares, and the server's
 CertificateVerify signature. The first three are replaced, only inside aioquic's
-own modules, by draws from one seeded stream; the fourth is deterministic by
-construction, because the virtual server's certificate is Ed25519 (RFC 8032
-signatures are deterministic; ECDSA's are not). Wall-clock reads (qlog event times,
-TLS ticket ages) read the virtual clock instead.
+own modules, by draws from one seeded stream. The signature is made deterministic
+with RFC 6979 ECDSA rather than an Ed25519 certificate: the certificate stays the
+ECDSA P-256 kind the real-time testbed uses (harness/certs.py), so the server's
+first flight has the same size and packetisation as in real time (an Ed25519
+certificate is ~150 bytes smaller, which let the whole flight fit one datagram and
+changed the handshake's packet layout). Wall-clock reads (qlog event times, TLS
+ticket ages) read the virtual clock instead.
 
 Nothing outside aioquic is touched, and `deterministic_aioquic` restores every
 patched name on exit, so Hypothesis and the rest of the process keep real entropy.
@@ -61,9 +64,13 @@ def _key_modules(entropy: SeededEntropy):
         # One bit short of the curve's size keeps the scalar below the group order.
         return ec.derive_private_key(entropy.below(curve.key_size - 1), curve)
 
+    def deterministic_ecdsa(algorithm, deterministic_signing=True):
+        return ec.ECDSA(algorithm, deterministic_signing=True)
+
     x25519_shim = types.SimpleNamespace(**{**vars(x25519), "X25519PrivateKey": X25519Key})
     x448_shim = types.SimpleNamespace(**{**vars(x448), "X448PrivateKey": X448Key})
-    ec_shim = types.SimpleNamespace(**{**vars(ec), "generate_private_key": generate_private_key})
+    ec_shim = types.SimpleNamespace(**{**vars(ec), "generate_private_key": generate_private_key,
+                                       "ECDSA": deterministic_ecdsa})
     return x25519_shim, x448_shim, ec_shim
 
 
@@ -108,17 +115,18 @@ def deterministic_aioquic(seed: int, now_ns: Callable[[], int]) -> Iterator[Seed
             setattr(mod, name, value)
 
 
-def write_ed25519_cert(directory: Path, name: str, seed: int) -> tuple[Path, Path]:
-    """A self-signed Ed25519 certificate whose bytes depend only on `seed`: fixed
-    key, serial and validity (around EPOCH_UNIX_NS). Returns (cert, key) paths."""
+def write_cert(directory: Path, name: str, seed: int) -> tuple[Path, Path]:
+    """A self-signed ECDSA P-256 certificate (as harness/certs.py) whose bytes depend
+    only on `seed`: derived key, fixed serial and validity around EPOCH_UNIX_NS,
+    RFC 6979 signature. Returns (cert, key) paths."""
     from cryptography import x509
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import ed25519
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
     directory.mkdir(parents=True, exist_ok=True)
     rng = SeededEntropy(seed ^ 0x5EED)
-    key = ed25519.Ed25519PrivateKey.from_private_bytes(rng.urandom(32))
+    key = ec.derive_private_key(rng.below(255), ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     epoch = datetime.datetime.fromtimestamp(EPOCH_UNIX_NS / 1e9, datetime.timezone.utc)
     cert = (
@@ -130,7 +138,7 @@ def write_ed25519_cert(directory: Path, name: str, seed: int) -> tuple[Path, Pat
         .not_valid_before(epoch - datetime.timedelta(days=1))
         .not_valid_after(epoch + datetime.timedelta(days=30))
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
-        .sign(key, None)
+        .sign(key, hashes.SHA256(), ecdsa_deterministic=True)
     )
     cert_path, key_path = directory / "cert.pem", directory / "priv.key"
     key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,

@@ -1,0 +1,68 @@
+"""What --mode virtual changes in the pytest plugin: real-time-only properties are
+skipped with their reason, and a failure found in virtual time is replayed in real
+time so the report says whether it reproduced there (docs/virtual-time.md)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+#: A real-time replay runs one transfer plus pytest's start-up; bound it, s.
+RECHECK_TIMEOUT_S = 600
+
+
+def skip_real_time_only(items: list[pytest.Item]) -> None:
+    """Adds a skip to items marked real_time_only and to targets whose stack cannot
+    run in virtual time (before any example runs, so no time is spent on them)."""
+    from harness.virtual import supports
+
+    for item in items:
+        marker = item.get_closest_marker("real_time_only")
+        if marker is not None:
+            why = marker.args[0] if marker.args else marker.kwargs.get("reason", "needs real time")
+            item.add_marker(pytest.mark.skip(reason=f"real time only: {why}"))
+            continue
+        target = getattr(getattr(item, "callspec", None), "params", {}).get("target")
+        why = supports(target.stack.name) if target is not None else None
+        if why:
+            item.add_marker(pytest.mark.skip(reason=why))
+
+
+def real_replay_argv(example_dir: Path) -> list[str]:
+    return [sys.executable, "-m", "harness.cli", "replay", str(example_dir), "--mode", "real"]
+
+
+def recheck_section(example_dir: Path, run: bool) -> str:
+    """The report lines of a virtual-time failure: the real-time replay command and,
+    when `run` and root, whether replaying it in real time reproduced the failure."""
+    line = f"real-time replay: longlook replay {example_dir} --mode real"
+    if not run:
+        return line + "\nreal time: not re-checked (--no-real-recheck)"
+    if os.geteuid() != 0:
+        return line + "\nreal time: not re-checked (namespaces need root)"
+    try:
+        done = subprocess.run(real_replay_argv(example_dir), capture_output=True, text=True,
+                              timeout=RECHECK_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        return line + f"\nreal time: not decided (replay exceeded {RECHECK_TIMEOUT_S} s)"
+    verdict = replay_verdict(done.stdout + done.stderr)
+    (example_dir / "real-time-recheck.txt").write_text(f"{verdict}\n\n{done.stdout}\n{done.stderr}")
+    return line + f"\nreal time: {verdict} (output in {example_dir / 'real-time-recheck.txt'})"
+
+
+def replay_verdict(output: str) -> str:
+    """Reads pytest's closing line of a replay: reproduced, not reproduced, or why neither."""
+    tail = output.strip().splitlines()[-1:] or [""]
+    counts = dict((k, int(n)) for n, k in re.findall(r"(\d+) (failed|passed|skipped|xfailed|xpassed|error)", tail[0]))
+    if counts.get("failed") or counts.get("xfailed"):
+        return "REPRODUCED (the property fails in real time too)"
+    if counts.get("passed") or counts.get("xpassed"):
+        return "did not reproduce (the property passes in real time)"
+    if counts.get("skipped"):
+        return "not decided (the real-time replay was skipped or inconclusive)"
+    return f"not decided (replay ended with: {tail[0][:200]!r})"
