@@ -9,6 +9,9 @@ Options (group "longlook"; each also settable by environment variable):
   --longlook-replay DIR re-run exactly the example saved in DIR
   --backend local|docker  where endpoints run (LONGLOOK_BACKEND; docs/docker.md)
   --image NAME          with --backend docker: the image for the one --impl (LONGLOOK_IMAGE)
+  --mode real|virtual   real time (namespaces) or virtual time for sans-IO stacks
+                        (LONGLOOK_MODE; docs/virtual-time.md)
+  --no-real-recheck     in virtual mode, do not replay a failure in real time
 
 Hypothesis profiles, chosen with Hypothesis' own --hypothesis-profile:
   ci       a few derandomised examples per property; deadline off; shrinking bounded
@@ -30,6 +33,8 @@ CC_HELP = "congestion control for every stack: a name (newreno, cubic, bbr) or m
 ARTIFACTS_HELP = "directory for the examples' artifacts (default: artifacts/)"
 REPLAY_ENV = "LONGLOOK_REPLAY"
 BACKEND_HELP = "where endpoints run: local (namespaces) or docker (one container per role; docs/docker.md)"
+MODE_HELP = "real: endpoints in namespaces, real time; virtual: sans-IO stacks in virtual time (docs/virtual-time.md)"
+RECHECK_HELP = "virtual mode: do not replay a failing example in real time to see whether it reproduces"
 IMAGE_HELP = "with --backend docker: run this image for the single --impl (default: the image in docker/stacks.json)"
 
 _common = dict(
@@ -55,6 +60,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--keep-passing", action="store_true", help="keep passing examples' artifacts too")
     g.addoption("--longlook-replay", default=None, help="re-run exactly the example saved in this directory")
     g.addoption("--backend", default=os.environ.get("LONGLOOK_BACKEND", "local"), choices=("local", "docker"), help=BACKEND_HELP)
+    g.addoption("--mode", default=os.environ.get("LONGLOOK_MODE", "real"), choices=("real", "virtual"), help=MODE_HELP)
+    g.addoption("--no-real-recheck", action="store_true", help=RECHECK_HELP)
     g.addoption("--image", default=os.environ.get("LONGLOOK_IMAGE"), help=IMAGE_HELP)
 
 
@@ -103,12 +110,17 @@ def pytest_configure(config: pytest.Config) -> None:
         if config.getoption("--backend") != "docker":
             raise pytest.UsageError("--image needs --backend docker")
         os.environ["LONGLOOK_IMAGE"] = config.getoption("--image")
+    # Read by harness.runner.run_example for every example.
+    os.environ["LONGLOOK_MODE"] = config.getoption("--mode")
+    if config.getoption("--mode") == "virtual" and config.getoption("--backend") != "local":
+        raise pytest.UsageError("--mode virtual runs the stack in-process; it has no --backend docker")
     replay = config.getoption("--longlook-replay")
     if replay:
         # Read by harness.strategies.replayable() when test modules are imported.
         os.environ[REPLAY_ENV] = str(Path(replay).resolve())
         settings.load_profile("replay")
         PROFILE = "replay"
+    config.addinivalue_line("markers", "real_time_only(reason): needs the kernel or real CPU time; skipped in --mode virtual")
     config.addinivalue_line("markers", "slow: long runs or repetitions; fixed @example cases only under the ci profile")
 
 
@@ -158,7 +170,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Marks the recorded findings (properties/findings.py) as strict xfails."""
+    """Skips real-time-only properties in virtual mode; marks the recorded findings
+    (properties/findings.py) as strict xfails."""
+    if config.getoption("--mode") == "virtual":
+        from harness.virtual.recheck import skip_real_time_only
+
+        skip_real_time_only(items)
     try:
         from properties.findings import FINDINGS
     except ImportError:
@@ -185,7 +202,8 @@ def longlook(request: pytest.FixtureRequest):
     from harness.runner import Runner
     from harness.topology import require_root
 
-    require_root()
+    if request.config.getoption("--mode") == "real":
+        require_root()
     runner = Runner(Path(request.config.getoption("--artifacts")), request.config.getoption("--keep-passing"))
     request.config._longlook_runner = runner
     return runner
@@ -205,7 +223,9 @@ def pytest_runtest_makereport(item: pytest.Item, call):
 
     files = sorted(p.relative_to(failed) for p in failed.rglob("*") if p.is_file() and not {"www", "downloads"} & set(p.parts))
     listing = "\n".join(f"  {f}" for f in files[:40])
-    report.sections.append((
-        "longlook artifacts",
-        f"minimal failing example: {failed}\n{listing}\nreplay: {replay_command(failed)}",
-    ))
+    text = f"minimal failing example: {failed}\n{listing}\nreplay: {replay_command(failed)}"
+    if item.config.getoption("--mode") == "virtual":
+        from harness.virtual.recheck import recheck_section
+
+        text += "\n" + recheck_section(failed, run=not item.config.getoption("--no-real-recheck"))
+    report.sections.append(("longlook artifacts", text))
