@@ -193,11 +193,28 @@ def run_example(example: Example, target: Target, out: Path) -> Observation:
     Inconclusive, one that fails is returned for the property to judge."""
     opts = EndpointOptions(cc=None if target.cc.name == target.stack.default_cc else target.cc.name,
                            timeout_s=example.timeout_s)
+    if os.environ.get("LONGLOOK_MODE") == "virtual":
+        return _run_virtual(example, target, out, opts)
     # The backend in force ($LONGLOOK_BACKEND: local namespaces or Docker containers).
     from harness.docker_backend import open_testbed
 
     with open_testbed(example.schedule, out, target.stack) as bed:
         result = bed.transfer(target.stack, example.plan, opts)
+    if result.unsupported:
+        raise Inconclusive(f"{target.id}: {result.reason}")
+    return Observation(example, target, result, out)
+
+
+def _run_virtual(example: Example, target: Target, out: Path, opts: EndpointOptions) -> Observation:
+    """run_example in virtual time (docs/virtual-time.md); a stack or plan that
+    needs real time is a skip saying so, never a silent fallback."""
+    from harness import virtual
+
+    try:
+        result = virtual.transfer(example.schedule, out, target.stack, example.plan, opts)
+    except virtual.RealTimeOnly as e:
+        shutil.rmtree(out, ignore_errors=True)
+        pytest.skip(f"real time only: {e}")
     if result.unsupported:
         raise Inconclusive(f"{target.id}: {result.reason}")
     return Observation(example, target, result, out)
