@@ -1,6 +1,7 @@
 """The `longlook` command: run one transfer through the emulated link, list stacks.
 
     longlook transfer --impl aioquic --cc cubic --bytes 5MB --rate 50mbit --rtt 40ms --loss 0.01 --out runs/a
+    longlook transfer --mode virtual --impl aioquic ...   (in-process, virtual time; docs/virtual-time.md)
     longlook impls
     longlook coverage [artifacts/model-coverage] [--diagrams DIR]
 
@@ -52,9 +53,13 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--timeout", default="120s", help="give up after this long (default 120s)")
     t.add_argument("--no-pcap", action="store_true", help="do not capture packets")
     t.add_argument("--out", type=Path, required=True, help="directory for the run's artifacts")
+    t.add_argument("--mode", choices=("real", "virtual"), default="real",
+                   help="real time in namespaces (default) or virtual time in-process (sans-IO stacks)")
     sub.add_parser("impls", help="list stacks, their CC algorithms and capabilities")
     r = sub.add_parser("replay", help="re-run exactly the property example saved in DIR")
     r.add_argument("dir", type=Path, help="an example directory (the path a failure report names)")
+    r.add_argument("--mode", choices=("real", "virtual"), default="real",
+                   help="replay in real time (default; also re-checks a virtual-time failure) or virtual time")
     c = sub.add_parser("coverage", help="which TLA+ model transitions the recorded runs reached, per stack")
     c.add_argument("paths", nargs="*", type=Path, default=[Path("artifacts/model-coverage")],
                    help="model-coverage files or directories (default: artifacts/model-coverage)")
@@ -91,8 +96,16 @@ def cmd_transfer(a: argparse.Namespace) -> int:
     timeout_s = units.time_us(a.timeout, "--timeout") / 1e6
     opts = EndpointOptions(cc=a.cc, timeout_s=timeout_s)
     plan = TransferPlan(sizes=sizes, testcase="multiplexing")
-    with interrupts_as_exceptions(), Testbed(schedule, a.out, pcap=not a.no_pcap) as bed:
-        result = bed.transfer(stack, plan, opts)
+    if a.mode == "virtual":
+        from harness import virtual
+
+        try:
+            result = virtual.transfer(schedule, a.out, stack, plan, opts)
+        except virtual.RealTimeOnly as e:
+            raise StackError(f"--mode virtual: {e}; use --mode real") from None
+    else:
+        with interrupts_as_exceptions(), Testbed(schedule, a.out, pcap=not a.no_pcap) as bed:
+            result = bed.transfer(stack, plan, opts)
     if result.ok:
         print(f"{stack.name} {a.cc or stack.default_cc}: {result.bytes} bytes in {result.duration_s:.3f} s, "
               f"goodput {result.goodput_bps / 1e6:.2f} Mbit/s; artifacts in {a.out}")
@@ -128,7 +141,8 @@ def cmd_replay(a: argparse.Namespace) -> int:
         raise units.UnitError(f"{saved} does not exist; give the example directory a failure report names")
     example = json.loads(saved.read_text())
     argv = [sys.executable, "-m", "pytest", example["nodeid"], "--longlook-replay", str(a.dir.resolve()),
-            "--artifacts", str((a.dir / "replay").resolve()), "-p", "no:cacheprovider", "-q"]
+            "--artifacts", str((a.dir / "replay").resolve()), "-p", "no:cacheprovider", "-q",
+            "--mode", a.mode]
     print(f"longlook replay: {example['nodeid']} ({example['stack']} {example['cc']})", flush=True)
     return subprocess.run(argv, cwd=REPO_ROOT, check=False).returncode
 
