@@ -54,6 +54,7 @@ bottlenecks = strategies.replayable(lambda: st.builds(
 FLOWS = [1] if PROFILE == "ci" else [1, 2, 4]
 
 
+@pytest.mark.real_time_only("competing kernel TCP CUBIC flows (iperf3)")
 @slow
 @pytest.mark.parametrize("flows", FLOWS)
 @example(schedule=KAKHKI)

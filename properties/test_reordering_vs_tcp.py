@@ -52,6 +52,7 @@ periodic_reordering = strategies.replayable(lambda: st.builds(
 ))()
 
 
+@pytest.mark.real_time_only("the baseline is kernel TCP")
 @slow
 @example(schedule=periodic_holds(BaseLink(), 0, every=50, k=3))
 @given(schedule=periodic_reordering)
