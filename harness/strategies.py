@@ -169,9 +169,10 @@ LOSSLESS_QUEUE_BYTES = 8_000_000
 
 
 @replayable
-def delay_jitter(base: BaseLink | None = None, lossless: bool = False) -> st.SearchStrategy[Schedule]:
-    """Jitter on the data direction, order-preserving or not; with `lossless`, on a
-    queue so deep that nothing is dropped."""
+def delay_jitter(base: BaseLink | None = None, lossless: bool = False,
+                 reorders: bool | None = None) -> st.SearchStrategy[Schedule]:
+    """Jitter on the data direction, order-preserving or not (`reorders`: None draws
+    it); with `lossless`, on a queue so deep that nothing is dropped."""
     def build(b: BaseLink, seed: int, jitter_us: int, reorders: bool) -> Schedule:
         s2c = b.settings(jitter_us=jitter_us or None, jitter_reorders=reorders or None)
         if lossless:
@@ -181,7 +182,7 @@ def delay_jitter(base: BaseLink | None = None, lossless: bool = False) -> st.Sea
 
     return st.builds(
         build, st.just(base) if base else base_links, seeds,
-        st.integers(min_value=0, max_value=20_000), st.booleans(),
+        st.integers(min_value=0, max_value=20_000), st.booleans() if reorders is None else st.just(reorders),
     )
 
 
