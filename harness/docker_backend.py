@@ -19,6 +19,7 @@ place that reads them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -222,6 +223,10 @@ class DockerTestbed(Testbed):
         (self.out / "docker.json").write_text(json.dumps(meta, indent=2) + "\n")
 
     def _remove_containers(self) -> None:
+        # After Ctrl-C or an error mid-transfer the logs are all that explains the run.
+        if self.containers and not (self.out / "docker.json").exists():
+            with contextlib.suppress(Exception):
+                self._save_logs()
         t0 = time.monotonic()
         for c in self.containers.values():
             c.remove()
