@@ -27,6 +27,7 @@ import longlook_link
 STUCK_LIMIT = 1000
 #: Bytes of the IPv4 and UDP headers that `longlook_link.udp4` puts around a datagram.
 HEADERS = 28
+REVERSE = {"c2s": "s2c", "s2c": "c2s"}
 
 
 class VirtualTimeError(RuntimeError):
@@ -80,9 +81,8 @@ class Host:
         return False
 
 
-def timer_ns(host: Host, now_ns: int) -> int | None:
-    """The instant at which `host`'s protocol timer fires, with the t+1 guard."""
-    t = host.timer_s()
+def timer_ns(host: Host, t: float | None) -> int | None:
+    """The instant at which `host`'s protocol timer `t` (s) fires, with the t+1 guard."""
     if t is None or math.isinf(t):
         return None
     at = max(math.ceil(t * 1e9), 0)
@@ -101,6 +101,9 @@ class EventLoop:
         self.receiver = {"c2s": server, "s2c": client}
         self.now_ns = 0
         self.steps = 0
+        #: Hosts that received, fired or woke at this instant: only they can have
+        #: something new to send (asking an idle stack costs as much as a send).
+        self.touched = set(self.hosts)
 
     def run(self, until_ns: int) -> bool:
         """True when the client finished, False when `until_ns` came first."""
@@ -121,7 +124,7 @@ class EventLoop:
     def _next_time(self) -> int | None:
         times = [self.link.next_deadline()]
         for host in self.hosts.values():
-            times += [timer_ns(host, self.now_ns), host.app_deadline_ns()]
+            times += [timer_ns(host, host.timer_s()), host.app_deadline_ns()]
         due = [t for t in times if t is not None]
         return min(due) if due else None
 
@@ -137,13 +140,17 @@ class EventLoop:
                 continue
             sender = self.hosts[direction]
             host.counters["received"] += 1
+            self.touched.add(REVERSE[direction])  # the receiver sends the other way
             host.receive(packet[HEADERS:], (sender.addr, sender.port), host.clock_s(now), now)
         fired = {}
         for name, host in self.hosts.items():
             fired[name] = self._fire(host, now)
+            if fired[name] is not None:
+                self.touched.add(name)
             deadline = host.app_deadline_ns()
             if deadline is not None and deadline <= now:
                 host.on_app_timer(now)
+                self.touched.add(name)
         self._flush()
         for name, t in fired.items():
             if t is not None:
@@ -152,8 +159,8 @@ class EventLoop:
     def _fire(self, host: Host, now: int) -> float | None:
         """Fires `host`'s timer if due; returns the value fired."""
         t = host.timer_s()
-        at = timer_ns(host, now)
-        if t is None or at is None or at > now:
+        at = timer_ns(host, t)
+        if at is None or at > now:
             return None
         host.on_timer(host.clock_s(now, t), now)
         host.fired = (t, now)
@@ -173,8 +180,9 @@ class EventLoop:
 
     def _flush(self) -> None:
         now = self.now_ns
-        for direction, host in self.hosts.items():
-            peer = self.receiver[direction]
+        for direction in sorted(self.touched):
+            host, peer = self.hosts[direction], self.receiver[direction]
             for payload in host.flush(host.clock_s(now), now):
                 host.counters["sent"] += 1
                 self.link.on_packet(now, direction, longlook_link.udp4(host.addr, peer.addr, host.port, peer.port, payload))
+        self.touched.clear()
