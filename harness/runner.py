@@ -66,7 +66,8 @@ class Example:
             "schedule": self.schedule.to_json(),
             "plan": {"sizes": list(self.plan.sizes), "testcase": self.plan.testcase,
                      "think_ms": self.plan.think_ms, "seed": self.plan.seed,
-                     "tcp_flows": self.plan.tcp_flows, "tcp_cc": self.plan.tcp_cc},
+                     "tcp_flows": self.plan.tcp_flows, "tcp_cc": self.plan.tcp_cc,
+                     "quic_flows": self.plan.quic_flows},
             "timeout_s": self.timeout_s,
         }
 
@@ -74,7 +75,8 @@ class Example:
     def from_json(cls, d: dict) -> Example:
         p = d["plan"]
         plan = TransferPlan(sizes=tuple(p["sizes"]), testcase=p["testcase"], think_ms=p["think_ms"], seed=p["seed"],
-                            tcp_flows=p.get("tcp_flows", 0), tcp_cc=p.get("tcp_cc", "cubic"))
+                            tcp_flows=p.get("tcp_flows", 0), tcp_cc=p.get("tcp_cc", "cubic"),
+                            quic_flows=p.get("quic_flows", 1))
         return cls(d["nodeid"], d["stack"], d["cc"], Schedule.from_json(d["schedule"]), plan, d["timeout_s"])
 
 

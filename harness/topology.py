@@ -68,6 +68,9 @@ class TransferPlan:
     #: TCP_WARMUP_S before the QUIC client and stopped when it is done.
     tcp_flows: int = 0
     tcp_cc: str = "cubic"
+    #: QUIC clients fetching the same objects at once (each its own connection):
+    #: 1 is the transfer alone; more make QUIC flows of one stack compete.
+    quic_flows: int = 1
 
 
 @dataclass(frozen=True)
@@ -218,6 +221,32 @@ class Testbed:
         self._procs.append(proc)
         return proc
 
+    def _start_extra_client(self, stack: Stack, base_env: dict[str, str], k: int, opts: EndpointOptions):
+        """The k-th QUIC client (k ≥ 2), in client-k/ with its own downloads, keys and qlog."""
+        d = self.out / f"client-{k}"
+        (d / "downloads").mkdir(parents=True, exist_ok=True)
+        env = dict(base_env, SSLKEYLOGFILE=str(d / "keys.log"), LL_APPLOG=str(d / "app.ndjson"),
+                   LL_DOWNLOADS=str(d / "downloads"))
+        if opts.qlog:
+            (d / "qlog").mkdir(exist_ok=True)
+            env["QLOGDIR"] = str(d / "qlog")
+        return d, self.start_endpoint(stack, "client", env, d)
+
+    def _wait_extra_clients(self, others, digests: dict[str, str], deadline: float) -> str | None:
+        """Waits for the extra clients; the first problem among them, or None."""
+        for d, proc in others:
+            try:
+                proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                _stop_group(proc)
+                return f"{d.name} did not finish in time"
+            if proc.returncode != 0:
+                return f"{d.name} exited with {proc.returncode}: {_tail(d / 'stderr')}"
+            bad = [n for n, h in digests.items() if _sha256(d / "downloads" / n) != h]
+            if bad:
+                return f"{d.name}: wrong or missing bytes in {', '.join(bad)}"
+        return None
+
     def _start_competitors(self, plan: TransferPlan, timeout_s: float) -> str | None:
         """Kernel TCP flows (iperf3, `plan.tcp_cc`) from the server's host to the
         client's, sharing the bottleneck with the QUIC flow; returns a failure or None."""
@@ -290,6 +319,7 @@ class Testbed:
         # else this process starts is reaped in between.
         cpu_before = _children_cpu_s()
         client = self.start_endpoint(stack, "client", env["client"], roles["client"])
+        others = [self._start_extra_client(stack, env["client"], k, opts) for k in range(2, plan.quic_flows + 1)]
         try:
             client.wait(timeout=opts.timeout_s + 5.0)
         except subprocess.TimeoutExpired:
@@ -297,6 +327,9 @@ class Testbed:
             return self._result(stack, opts, server, client, digests, time.monotonic() - started,
                                 f"client did not finish within {opts.timeout_s + 5.0:.0f} s")
         elapsed = time.monotonic() - started
+        failure = self._wait_extra_clients(others, digests, started + opts.timeout_s + 5.0)
+        if failure:
+            return self._result(stack, opts, server, client, digests, elapsed, failure)
         cpu_client = _children_cpu_s()
         run_delay = _group_run_delay_s(server.pid)
         _stop_group(server)

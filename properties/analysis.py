@@ -195,3 +195,28 @@ def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
         else:
             out.append((a, b))
     return out
+
+
+def flow_bytes_while_all_active(records, skip_us: float = 1_000_000) -> tuple[dict[str, int], float, float]:
+    """Bytes each flow got out of the bottleneck while every flow was active (after
+    the last one's first `skip_us`): ({flow: bytes}, window start, window end)."""
+    spans: dict[str, list[float]] = {}
+    for r in records:
+        if r.dep_us is not None:
+            s = spans.setdefault(r.flow, [r.dep_us, r.dep_us])
+            s[0], s[1] = min(s[0], r.dep_us), max(s[1], r.dep_us)
+    if not spans:
+        return {}, 0.0, 0.0
+    t0 = max(a for a, _ in spans.values()) + skip_us
+    t1 = min(b for _, b in spans.values())
+    out = {f: 0 for f in spans}
+    for r in records:
+        if r.dep_us is not None and t0 <= r.dep_us <= t1:
+            out[r.flow] += r.size
+    return out, t0, t1
+
+
+def jain(values: list[float]) -> float:
+    """Jain's fairness index: 1 for an even split, 1/n when one takes everything."""
+    total, squares = sum(values), sum(v * v for v in values)
+    return total * total / (len(values) * squares) if squares else 0.0

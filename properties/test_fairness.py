@@ -89,3 +89,32 @@ def test_fair_share_against_tcp_cubic(longlook, target, flows, schedule):
             if max(ratios) < 1.0:
                 warnings.warn(UnderShare(
                     f"{target.id}: against {flows} TCP flow(s) the QUIC flow took only ×[{listing}] its fair share"))
+
+
+#: Jain's fairness index two flows of one stack and controller must reach (1 is an
+#: even split; 0.9 allows about a 63/37 split of the bottleneck).
+JAIN_BOUND = 0.9
+
+
+@slow
+@example(schedule=KAKHKI)
+@given(schedule=bottlenecks)
+def test_quic_flows_share_fairly(longlook, target, schedule):
+    """Two QUIC connections of the same stack and controller, started together on
+    the same bottleneck, share it with Jain's index ≥ JAIN_BOUND (RFC 9002 §7: a
+    controller fair to TCP's is fair to itself; Kakhki et al. §4.2)."""
+    rate = schedule.phases[0].s2c.rate_bps
+    plan = TransferPlan(sizes=(SIZE,), quic_flows=2)
+    with longlook.run(target, schedule, plan, timeout_s=SIZE * 8 / rate * 2 * 3 + 20) as obs:
+        assert obs.result.ok, f"{target.id}: transfer failed: {obs.result.reason}"
+        busy = obs.result.saturated()
+        if busy:
+            raise Inconclusive(f"{busy}: endpoint-bound, not link-bound")
+        shares, t0, t1 = analysis.flow_bytes_while_all_active(analysis.transfer_records(obs.ground_truth.records))
+        assert len(shares) == 2, f"{target.id}: {len(shares)} flows of the transfer in the ground truth, 2 expected"
+        index = analysis.jain(list(shares.values()))
+        split = ", ".join(f"{b / sum(shares.values()):.0%}" for b in shares.values())
+        assert index >= JAIN_BOUND, (
+            f"{target.id}: two connections split the bottleneck {split} from t={t0 / 1e6:.1f} s to "
+            f"{t1 / 1e6:.1f} s: Jain's index {index:.3f} < {JAIN_BOUND}"
+        )
