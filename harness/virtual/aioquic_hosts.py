@@ -41,13 +41,13 @@ class AppLog:
 
 
 def configuration(*, is_client: bool, cc: str, flow_window: int, max_datagram_size: int,
-                  keylog: Path, certs: Path | None):
+                  keylog: Path, certs: Path | None, qlog: bool = True):
     from aioquic.quic.configuration import QuicConfiguration
     from aioquic.quic.logger import QuicLogger
 
     config = QuicConfiguration(is_client=is_client, alpn_protocols=ALPN, congestion_control_algorithm=cc,
                                max_data=flow_window, max_stream_data=flow_window,
-                               max_datagram_size=max_datagram_size, quic_logger=QuicLogger())
+                               max_datagram_size=max_datagram_size, quic_logger=QuicLogger() if qlog else None)
     config.secrets_log_file = keylog.open("w")
     if is_client:
         import ssl
@@ -63,6 +63,8 @@ def write_qlogs(config, qlog_dir: Path) -> None:
     """One JSON document per connection named by its ODCID, as the real endpoint."""
     from aioquic.quic.logger import QLOG_VERSION
 
+    if config.quic_logger is None:
+        return
     qlog_dir.mkdir(parents=True, exist_ok=True)
     for trace in config.quic_logger._traces:  # noqa: SLF001 — QuicLogger keeps them only here
         data = trace.to_dict()

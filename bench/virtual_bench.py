@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Benchmark of virtual time (docs/virtual-time.md): speed-up over real time and
+determinism, for aioquic.
+
+    .venv/bin/python bench/virtual_bench.py [--reruns 5] [--real] [--only CASE,...]
+
+Cases (aioquic cubic, one object, multiplexing testcase, link seed 1):
+  lossy10   5 MB over 10 Mbit/s, 40 ms RTT, 1% iid loss each way, queue one BDP
+  kakhki    5 MB over Kakhki et al.'s bottleneck: 5 Mbit/s, 36 ms RTT, 30 KB queue
+
+Per case: the virtual time the transfer took, the wall time of the virtual run
+(best of `--reruns`) and its CPU time (load-independent on a shared host), their ratio (how much faster than real time the same
+transfer would be if real time were as long as virtual time), and whether every
+rerun produced byte-identical files (one SHA-256 over the whole run directory).
+One more run without qlog shows what the stack alone costs.
+With --real (root; namespaces) each case also runs once in real time: its wall
+time from the client's start to exit, and its goodput next to the virtual one.
+
+Prints one JSON line on stdout; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness import endpoints  # noqa: E402
+from harness.cli import link_schedule  # noqa: E402
+from harness.topology import EndpointOptions, TransferPlan  # noqa: E402
+
+CASES = {
+    "lossy10": dict(rate_bps=10_000_000, rtt_us=40_000, loss=0.01, queue_bytes=None),
+    "kakhki": dict(rate_bps=5_000_000, rtt_us=36_000, loss=0.0, queue_bytes=30_000),
+}
+SIZE = 5_000_000
+
+
+def tree_hash(d: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(d.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(d)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def run_virtual(name: str, out: Path, qlog: bool = True) -> dict:
+    from harness.virtual import transfer_with_stats
+
+    schedule = link_schedule(seed=1, **CASES[name])
+    result, stats = transfer_with_stats(schedule, out, endpoints.load("aioquic"), TransferPlan(sizes=(SIZE,)),
+                                        EndpointOptions(cc="cubic", timeout_s=120, qlog=qlog))
+    if not result.ok:
+        raise SystemExit(f"{name}: virtual transfer failed: {result.reason}")
+    return {"virtual_s": stats["virtual_s"], "wall_s": stats["wall_clock_s"], "cpu_s": stats["cpu_s"], "goodput_mbps": result.goodput_bps / 1e6,
+            "hash": tree_hash(out)}
+
+
+def run_real(name: str, out: Path) -> dict:
+    from harness.topology import Testbed
+
+    schedule = link_schedule(seed=1, **CASES[name])
+    with Testbed(schedule, out) as bed:
+        result = bed.transfer(endpoints.load("aioquic"), TransferPlan(sizes=(SIZE,)), EndpointOptions(cc="cubic"))
+    if not result.ok:
+        raise SystemExit(f"{name}: real-time transfer failed: {result.reason}")
+    return {"real_wall_s": result.wall_s, "real_goodput_mbps": result.goodput_bps / 1e6}
+
+
+def bench_case(name: str, reruns: int, real: bool, tmp: Path) -> dict:
+    runs = []
+    for i in range(reruns):
+        out = tmp / f"{name}-{i}"
+        runs.append(run_virtual(name, out))
+        print(f"{name} #{i}: {runs[-1]['virtual_s']:.2f} s virtual in {runs[-1]['wall_s']:.2f} s wall", file=sys.stderr)
+        if i:
+            shutil.rmtree(out)  # keep the first run only: the others are compared by hash
+    best = min(r["wall_s"] for r in runs)
+    row = {
+        "virtual_s": round(runs[0]["virtual_s"], 3),
+        "wall_best_s": round(best, 3),
+        "wall_median_s": round(sorted(r["wall_s"] for r in runs)[len(runs) // 2], 3),
+        "speedup_vs_virtual_duration": round(runs[0]["virtual_s"] / best, 1),
+        # CPU time of the run: what the speed-up would be on an otherwise idle core.
+        "cpu_best_s": round(min(r["cpu_s"] for r in runs), 3),
+        "speedup_cpu": round(runs[0]["virtual_s"] / min(r["cpu_s"] for r in runs), 1),
+        "goodput_mbps": round(runs[0]["goodput_mbps"], 3),
+        "reruns": reruns,
+        "identical": len({r["hash"] for r in runs}) == 1,
+        "hash": runs[0]["hash"][:16],
+    }
+    bare = run_virtual(name, tmp / f"{name}-noqlog", qlog=False)
+    row["cpu_no_qlog_s"] = round(bare["cpu_s"], 3)
+    row["speedup_cpu_no_qlog"] = round(bare["virtual_s"] / bare["cpu_s"], 1)
+    if real:
+        r = run_real(name, tmp / f"{name}-real")
+        row |= {k: round(v, 3) for k, v in r.items()}
+        row["speedup_vs_real_run"] = round(r["real_wall_s"] / best, 1)
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reruns", type=int, default=5, help="virtual runs per case (default 5)")
+    ap.add_argument("--real", action="store_true", help="also run each case once in real time (root)")
+    ap.add_argument("--only", default=",".join(CASES), help=f"cases, comma-separated ({', '.join(CASES)})")
+    a = ap.parse_args()
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="ll-vbench-") as tmp:
+        for name in a.only.split(","):
+            if name not in CASES:
+                ap.error(f"--only: unknown case {name!r} (one of {', '.join(CASES)})")
+            results[name] = bench_case(name, a.reruns, a.real, Path(tmp))
+    print(json.dumps({"bench": "virtual", "size_bytes": SIZE, "cases": results}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
