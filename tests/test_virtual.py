@@ -153,3 +153,12 @@ def test_kernel_tcp_and_clock_reading_stacks_are_real_time_only(tmp_path):
         transfer(_schedule(1), tmp_path, aioquic, TransferPlan(tcp_flows=1), EndpointOptions())
     with pytest.raises(RealTimeOnly, match="quiche is real time only"):
         transfer(_schedule(1), tmp_path, endpoints.load("quiche"), TransferPlan(), EndpointOptions())
+
+
+def test_real_time_recheck_reads_the_replays_closing_line():
+    from harness.virtual.recheck import replay_verdict
+
+    assert replay_verdict("....\n1 failed in 12.00s").startswith("REPRODUCED")
+    assert replay_verdict("1 passed in 3.20s").startswith("did not reproduce")
+    assert replay_verdict("1 skipped in 1.0s").startswith("not decided")
+    assert replay_verdict("ERROR: usage").startswith("not decided")
