@@ -45,10 +45,16 @@ def supports(stack_name: str) -> str | None:
 
 
 def check_plan(plan) -> None:
-    """RealTimeOnly for plans that need the kernel (competing TCP flows)."""
+    """RealTimeOnly for plans that need the kernel (competing TCP flows) or that
+    the virtual backend cannot run yet (several QUIC connections)."""
     if plan.tcp_flows:
         raise RealTimeOnly(f"the plan has {plan.tcp_flows} competing kernel TCP flow(s); "
                            "kernel TCP runs in real time only")
+    if getattr(plan, "quic_flows", 1) > 1:
+        # One client and one server here; running one flow instead would be a
+        # silently different experiment.
+        raise RealTimeOnly(f"the plan has {plan.quic_flows} competing QUIC connections; "
+                           "the virtual backend runs one (not implemented yet)")
 
 
 def _select_cc(spec: str | None) -> tuple[str, str]:
