@@ -192,3 +192,17 @@ def test_derive_acks_is_the_first_covering_ack(sent, acks):
                 if pn in sent and pn not in want:
                     want[pn] = t
     assert bad == 0 and {a.pn: a.t_us for a in got} == want and len(got) == len(want)
+
+
+def test_derived_acks_keep_their_place_among_same_instant_events(tmp_path):
+    """A window update logged at the same instant after the packet carrying the ACK
+    follows the ack derived from it (virtual time makes such ties systematic)."""
+    p = seq(tmp_path, [
+        sent(1.0, 0), sent(1.0, 1),
+        {"time": 2.0, "name": "recovery:metrics_updated", "data": {"bytes_in_flight": 2504}},
+        ack(3.0, [0, 1]),
+        {"time": 3.0, "name": "recovery:metrics_updated", "data": {"bytes_in_flight": 0}},
+    ])
+    t = qlog.read_trace(p, "quic-go", "server", LINK_START_NS)
+    kinds = [(type(e).__name__, getattr(e, "pn", None)) for e in t.events if e.t_us == t.events[-1].t_us]
+    assert kinds == [("PacketAcked", 0), ("PacketAcked", 1), ("Metrics", None)]

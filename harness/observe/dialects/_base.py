@@ -96,6 +96,10 @@ class _Walk:
     events: list[ev.Event] = field(default_factory=list)
     sent: dict[str, set[int]] = field(default_factory=dict)
     acks: list[tuple[float, str, list[Any]]] = field(default_factory=list)
+    #: (t_us, space) of a received ACK frame → its place in `events`, so the acks
+    #: derived from it sit where the qlog logged the packet, not after same-instant
+    #: events logged later (the final sort by time is stable).
+    ack_pos: dict[tuple[float, str], int] = field(default_factory=dict)
     pto_derived: list[ev.PtoExpired] = field(default_factory=list)
     timer_events: int = 0
     last_pto: int = 0
@@ -199,6 +203,7 @@ class Dialect:
         for f in frames:
             if f.get("frame_type") == "ack" and space is not None:
                 w.acks.append((t, space, f.get("acked_ranges") or []))
+                w.ack_pos.setdefault((t, space), len(w.events))
 
     def on_lost(self, w: _Walk, t: float, d: dict[str, Any]) -> None:
         """packet_lost → PacketLost with the trigger mapped (None when unknown)."""
@@ -287,7 +292,7 @@ class Dialect:
     def _derive(self, w: _Walk) -> None:
         """Events implied by the walk: acks from ACK frames, PTOs from pto_count."""
         acked, bad = derive_acks(w.sent, w.acks)
-        w.events += acked
+        w.events = _insert_at(w.events, [(w.ack_pos.get((a.t_us, a.space), len(w.events)), a) for a in acked])
         w.skipped += bad
         if w.timer_events == 0:
             w.events += w.pto_derived
@@ -309,6 +314,21 @@ class Dialect:
         if w.skipped:
             out.append(f"{w.skipped} event(s) with missing or mistyped fields skipped")
         return out + w.extra_notes
+
+
+def _insert_at(events: list[ev.Event], inserts: list[tuple[int, ev.Event]]) -> list[ev.Event]:
+    """`events` with each (position, event) of `inserts` placed before events[position],
+    inserts at one position in their given order."""
+    inserts = sorted(inserts, key=lambda pe: pe[0])  # stable: keeps their order
+    out: list[ev.Event] = []
+    j = 0
+    for k, e in enumerate(events):
+        while j < len(inserts) and inserts[j][0] <= k:
+            out.append(inserts[j][1])
+            j += 1
+        out.append(e)
+    out += [e for _, e in inserts[j:]]
+    return out
 
 
 def derive_acks(sent: dict[str, set[int]],
