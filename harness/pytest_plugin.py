@@ -70,7 +70,7 @@ CI_SHRINK_SECONDS = 120
 #: The Hypothesis profile in force, set at configure time (before test modules load).
 PROFILE = "dev"
 #: Repetitions of a statistical property per profile (fairness against TCP etc.).
-REPETITIONS = {"ci": 1, "dev": 3, "release": 10, "replay": 1}
+REPETITIONS = {"ci": 3, "dev": 3, "release": 10, "replay": 1}
 
 
 def slow(test):

@@ -6,10 +6,12 @@ far more than its share, largely because its CUBIC emulated two TCP flows (N = 2
 RFC 9002 §7 and RFC 9438 §1 ask for a controller that is "fair" to TCP's: the QUIC
 flow's share of the bottleneck stays at most SHARE_BOUND × its fair share 1/(n+1).
 
-The verdict uses repetitions: under the release profile 10 runs and a one-sided
-exact sign test (H0: the median ratio is at most SHARE_BOUND; fail when p < 0.01);
-with fewer runs than the test needs to reach p < 0.01 (ci: one run), every run must
-exceed the bound to fail. Taking less than the fair share is reported, not failed.
+The verdict uses repetitions (`repetitions()`: ci and dev 3, release 10): with 7 or
+more runs a one-sided exact sign test (H0: the median ratio is at most SHARE_BOUND;
+fail when p < 0.01); with fewer, too few for that test to reach p < 0.01, every run
+must exceed the bound to fail (one run against a 30 KB buffer can land at ×1.6 by
+chance; three in a row rarely do). Taking less than the fair share is reported, not
+failed.
 """
 
 from __future__ import annotations
@@ -36,6 +38,13 @@ SIZE = 2_000_000
 KAKHKI = Schedule.constant(0, LinkSettings(rate_bps=5_000_000, delay_us=18_000, queue_bytes=30_000))
 
 
+def beyond(values: list[float], bound: float) -> tuple[bool, float]:
+    """(whether the runs show values above `bound`, the sign test's p): by the sign
+    test with 7 or more runs, else only when every run is above it."""
+    p = analysis.sign_test_p(values, bound)
+    return (p < ALPHA if len(values) >= 7 else all(v > bound for v in values)), p
+
+
 class UnderShare(UserWarning):
     """The QUIC flow took less than its fair share: reported, not a failure."""
 
@@ -48,9 +57,10 @@ bottlenecks = strategies.replayable(lambda: st.builds(
 ))()
 
 
-#: Competing TCP flows per case. One run against 2 or 4 flows is too noisy for a
-#: verdict at ×1.5 (runs of one stack spread by ±0.2 there), so the ci profile keeps
-#: the single-flow case; dev and release add 2 and 4 with repetitions.
+#: Competing TCP flows per case. Against 2 or 4 flows a stack can sit right at the
+#: bound (aioquic NewReno: ×1.58–1.97 against 4, once below ×1.5), where three runs
+#: decide nothing reliably, so the ci profile keeps the single-flow case; dev and
+#: release add 2 and 4 (release with the sign test over 10 runs).
 FLOWS = [1] if PROFILE == "ci" else [1, 2, 4]
 
 
@@ -78,8 +88,7 @@ def test_fair_share_against_tcp_cubic(longlook, target, flows, schedule):
             if rep < runs - 1:
                 continue
             listing = ", ".join(f"{r:.2f}" for r in ratios)
-            p = analysis.sign_test_p(ratios, SHARE_BOUND)
-            over = p < ALPHA if runs >= 7 else all(r > SHARE_BOUND for r in ratios)
+            over, p = beyond(ratios, SHARE_BOUND)
             assert not over, (
                 f"{target.id}: against {flows} TCP CUBIC flow(s) the QUIC flow took ×[{listing}] its fair "
                 f"share of {fair:.0%} in {runs} run(s) (last: {share:.0%} of the bottleneck from "
@@ -104,17 +113,26 @@ def test_quic_flows_share_fairly(longlook, target, schedule):
     the same bottleneck, share it with Jain's index ≥ JAIN_BOUND (RFC 9002 §7: a
     controller fair to TCP's is fair to itself; Kakhki et al. §4.2)."""
     rate = schedule.phases[0].s2c.rate_bps
-    plan = TransferPlan(sizes=(SIZE,), quic_flows=2)
-    with longlook.run(target, schedule, plan, timeout_s=SIZE * 8 / rate * 2 * 3 + 20) as obs:
-        assert obs.result.ok, f"{target.id}: transfer failed: {obs.result.reason}"
-        busy = obs.result.saturated()
-        if busy:
-            raise Inconclusive(f"{busy}: endpoint-bound, not link-bound")
-        shares, t0, t1 = analysis.flow_bytes_while_all_active(analysis.transfer_records(obs.ground_truth.records))
-        assert len(shares) == 2, f"{target.id}: {len(shares)} flows of the transfer in the ground truth, 2 expected"
-        index = analysis.jain(list(shares.values()))
-        split = ", ".join(f"{b / sum(shares.values()):.0%}" for b in shares.values())
-        assert index >= JAIN_BOUND, (
-            f"{target.id}: two connections split the bottleneck {split} from t={t0 / 1e6:.1f} s to "
-            f"{t1 / 1e6:.1f} s: Jain's index {index:.3f} < {JAIN_BOUND}"
-        )
+    runs = repetitions()
+    unfairness: list[float] = []  # 1 − Jain's index per run: above 1 − JAIN_BOUND is unfair
+    for rep in range(runs):
+        plan = TransferPlan(sizes=(SIZE,), quic_flows=2, seed=rep)
+        with longlook.run(target, schedule, plan, timeout_s=SIZE * 8 / rate * 2 * 3 + 20) as obs:
+            assert obs.result.ok, f"{target.id}: transfer failed: {obs.result.reason}"
+            busy = obs.result.saturated()
+            if busy:
+                raise Inconclusive(f"{busy}: endpoint-bound, not link-bound")
+            shares, t0, t1 = analysis.flow_bytes_while_all_active(analysis.transfer_records(obs.ground_truth.records))
+            assert len(shares) == 2, f"{target.id}: {len(shares)} flows of the transfer in the ground truth, 2 expected"
+            assert t1 > t0, f"{target.id}: the two connections were never active together after their first second"
+            unfairness.append(1 - analysis.jain(list(shares.values())))
+            if rep < runs - 1:
+                continue
+            over, p = beyond(unfairness, 1 - JAIN_BOUND)
+            split = ", ".join(f"{b / sum(shares.values()):.0%}" for b in shares.values())
+            listing = ", ".join(f"{1 - u:.3f}" for u in unfairness)
+            assert not over, (
+                f"{target.id}: two connections of one stack reached Jain's index [{listing}] in {runs} run(s) "
+                f"(< {JAIN_BOUND} " + (f"by the sign test, p = {p:.4f}" if runs >= 7 else "in every run")
+                + f"); last split {split} from t={t0 / 1e6:.1f} s to {t1 / 1e6:.1f} s"
+            )
