@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import example, given
+from hypothesis import strategies as st
 
 from harness import strategies
+from harness.strategies import BaseLink
 from harness.topology import TransferPlan
 from properties import analysis
 
@@ -23,12 +25,18 @@ def _sender(obs):
     return obs.sender
 
 
+#: Long enough that a blackhole drawn by long_blackholes() falls inside the transfer.
+FLOOR_PLAN = TransferPlan(sizes=(2_000_000,))
+
+
 @example(schedule=strategies.CLEAN_LINK)
-@given(schedule=strategies.loss_only())
+@example(schedule=strategies.dark(BaseLink(), 0, 600, 1500))
+@given(schedule=st.one_of(strategies.loss_only(), strategies.long_blackholes()))
 def test_cwnd_never_below_minimum_window(longlook, target, schedule):
     """RFC 9002 §7.2: the window never falls below kMinimumWindow = 2 ×
-    max_datagram_size, whatever the losses."""
-    with longlook.run(target, schedule, PLAN) as obs:
+    max_datagram_size, whatever the losses — also where it matters most, at the
+    collapse after persistent congestion (§7.6.2)."""
+    with longlook.run(target, schedule, FLOOR_PLAN) as obs:
         trace = _sender(obs)
         floor = 2 * analysis.max_datagram(trace)
         for t, cwnd, _, _ in analysis.cwnd_series(trace):
