@@ -51,12 +51,6 @@ def ptos(trace: Trace) -> list[PtoExpired]:
 # -- ground truth (the emulator's record of every datagram) ---------------------
 
 
-def quic_arrivals(records, direction: str) -> list[float]:
-    """Arrival times at the link (≈ send times) of the QUIC flow's datagrams in
-    `direction`, in order."""
-    return sorted(r.arr_us for r in records if r.dir == direction and r.proto == "udp")
-
-
 def bursts(times: list[float], gap_us: float) -> list[tuple[float, float, int]]:
     """Groups sorted times into bursts separated by more than `gap_us`:
     (first, last, count) each."""

@@ -6,22 +6,11 @@ Source: TCP's loss window after a retransmission timeout is one segment
 that a lone ACK-eliciting packet never waits for a delayed ACK.
 """
 
-from aioquic.quic.congestion.reno import K_LOSS_REDUCTION_FACTOR, RenoCongestionControl
+from tests.mutants._reno import ParametrisedReno
 
 
-class MinimumWindowOnePacket(RenoCongestionControl):
-    longlook_family = "newreno"
-
-    def on_packets_lost(self, *, now, packets) -> None:
-        lost_largest_time = 0.0
-        for packet in packets:
-            self.bytes_in_flight -= packet.sent_bytes
-            lost_largest_time = packet.sent_time
-        if lost_largest_time > self._congestion_recovery_start_time:
-            self._congestion_recovery_start_time = now
-            self.congestion_window = max(int(self.congestion_window * K_LOSS_REDUCTION_FACTOR),
-                                         self._max_datagram_size)
-            self.ssthresh = self.congestion_window
+class MinimumWindowOnePacket(ParametrisedReno):
+    minimum_window_datagrams = 1
 
     def on_persistent_congestion(self) -> None:
         self.congestion_window = self._max_datagram_size
