@@ -11,7 +11,6 @@ label ``longlook.owner=<pid>``: :func:`sweep_stale` removes those whose owner is
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import socket
@@ -100,15 +99,8 @@ class Container:
         return netns.pid_alive(self.pid)
 
     def udp_bound(self, port: int) -> bool:
-        """Whether any socket in the container's namespace is bound to UDP `port`
-        (read from /proc/<pid>/net: the namespace of that process)."""
-        hex_port = f":{port:04X}"
-        for table in ("udp", "udp6"):
-            with contextlib.suppress(OSError):
-                for line in Path(f"/proc/{self.pid}/net/{table}").read_text().splitlines()[1:]:
-                    if line.split()[1].endswith(hex_port):
-                        return True
-        return False
+        """Whether any socket in the container's namespace is bound to UDP `port`."""
+        return netns.udp_port_bound(self.pid, port)
 
     def wait(self, timeout_s: float) -> int | None:
         """The exit status, or None if it still runs after `timeout_s`."""

@@ -20,12 +20,13 @@ place that reads them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import time
 from pathlib import Path
 
-from harness import containers, endpoints, netns
+from harness import commands, containers, endpoints, netns
 from harness.certs import write_certs
 from harness.containers import Container, DockerError
 from harness.endpoints import CongestionControl, Stack, StackError
@@ -70,19 +71,48 @@ def stack_names() -> list[str]:
 def load_stack(name: str) -> Stack:
     """The stack `name` of docker/stacks.json. One of ours is the very Stack of
     harness/endpoints (same CC list, dialect and target ids, so recorded findings
-    apply); another is described by its entry."""
+    apply); another is described by its entry. An entry with "command" runs that
+    program in the namespaces instead of an image (harness/commands.py)."""
     entries = _stacks_file()
     if name not in entries:
         raise StackError(f"{name!r} is not in {STACKS_FILE}; known: {', '.join(sorted(entries))}")
     entry = entries[name]
-    if entry.get("endpoint"):
-        return endpoints.load(entry["endpoint"])
     try:
-        ccs = {k: CongestionControl(k, v["family"], v.get("beta")) for k, v in entry["cc"].items()}
-        return Stack(name=name, version=str(entry.get("version", "image")), directory=STACKS_FILE.parent,
-                     cc=ccs, default_cc=entry["default_cc"], qlog_format=entry.get("qlog_format"))
+        if entry.get("endpoint"):
+            stack = endpoints.load(entry["endpoint"])
+        else:
+            ccs = {k: CongestionControl(k, v["family"], v.get("beta")) for k, v in entry["cc"].items()}
+            stack = Stack(name=name, version=str(entry.get("version", "image")), directory=STACKS_FILE.parent,
+                          cc=ccs, default_cc=entry["default_cc"], qlog_format=entry.get("qlog_format"))
+        if entry.get("command"):
+            # Relative to the checkout, so an entry means the same from any working directory.
+            command = commands.parse(entry["command"], f"{STACKS_FILE} entry {name!r}", STACKS_FILE.parent.parent)
+            stack = dataclasses.replace(stack, command=command)
+        return stack
     except (KeyError, TypeError, AttributeError) as e:
         raise StackError(f"{STACKS_FILE}: entry {name!r} malformed ({e!r}); see docs/docker.md") from None
+
+
+def load_for_run(name: str) -> Stack:
+    """The stack `name` as the backend in force runs it: ours or a command entry of
+    the stacks file locally, any entry under Docker; with $LONGLOOK_IMPL_CMD, run
+    through that command. StackError names the fix."""
+    if backend() == "docker":
+        stack = load_stack(name)
+    elif name in endpoints.STACKS:
+        stack = endpoints.load(name)
+    else:
+        stack = load_stack(name)
+        if stack.command is None:
+            raise StackError(f"{name!r} runs as an image in {STACKS_FILE}: add --backend docker "
+                             f"(or give it a \"command\" to run it without Docker)")
+    command = os.environ.get(commands.IMPL_CMD_ENV)
+    if command:
+        if backend() == "docker":
+            raise StackError("--impl-cmd runs a local program in the namespaces; it has no --backend docker "
+                             "(give the image with --image instead)")
+        stack = commands.with_command(stack, command)
+    return stack
 
 
 def image_for(stack: str) -> str:
@@ -99,6 +129,8 @@ def image_for(stack: str) -> str:
 def open_testbed(schedule: Schedule, out_dir: Path, stack: Stack) -> Testbed:
     """The testbed of the backend in force for one run of `stack`."""
     if backend() == "docker":
+        if stack.command:
+            raise TestbedError(f"{stack.name} is a command ({commands.describe(stack)}): it runs with --backend local")
         return DockerTestbed(schedule, out_dir, image_for(stack.name))
     return Testbed(schedule, out_dir)
 

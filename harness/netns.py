@@ -256,3 +256,15 @@ def sweep_stale() -> list[str]:
     for name in sorted(stale):
         remove(name)
     return sorted(stale)
+
+
+def udp_port_bound(pid: int, port: int) -> bool:
+    """Whether any socket in the network namespace of process `pid` is bound to UDP
+    `port` (/proc/<pid>/net shows that process's namespace)."""
+    hex_port = f":{port:04X}"
+    for table in ("udp", "udp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                if line.split()[1].endswith(hex_port):
+                    return True
+    return False

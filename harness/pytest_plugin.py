@@ -9,6 +9,8 @@ Options (group "longlook"; each also settable by environment variable):
   --longlook-replay DIR re-run exactly the example saved in DIR
   --backend local|docker  where endpoints run (LONGLOOK_BACKEND; docs/docker.md)
   --image NAME          with --backend docker: the image for the one --impl (LONGLOOK_IMAGE)
+  --impl-cmd CMD        run this local program as the one --impl's endpoint, in the
+                        namespaces (LONGLOOK_IMPL_CMD; docs/docker.md "Without Docker")
   --mode real|virtual   real time (namespaces) or virtual time for sans-IO stacks
                         (LONGLOOK_MODE; docs/virtual-time.md)
   --no-real-recheck     in virtual mode, do not replay a failure in real time
@@ -36,6 +38,8 @@ BACKEND_HELP = "where endpoints run: local (namespaces) or docker (one container
 MODE_HELP = "real: endpoints in namespaces, real time; virtual: sans-IO stacks in virtual time (docs/virtual-time.md)"
 RECHECK_HELP = "virtual mode: do not replay a failing example in real time to see whether it reproduces"
 IMAGE_HELP = "with --backend docker: run this image for the single --impl (default: the image in docker/stacks.json)"
+IMPL_CMD_HELP = ("run this program (interop-runner contract, no Docker) as the endpoint of the single --impl, "
+                 "whose CC list and qlog dialect it shares (docs/docker.md)")
 
 _common = dict(
     deadline=None,
@@ -63,6 +67,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--mode", default=os.environ.get("LONGLOOK_MODE", "real"), choices=("real", "virtual"), help=MODE_HELP)
     g.addoption("--no-real-recheck", action="store_true", help=RECHECK_HELP)
     g.addoption("--image", default=os.environ.get("LONGLOOK_IMAGE"), help=IMAGE_HELP)
+    g.addoption("--impl-cmd", default=os.environ.get("LONGLOOK_IMPL_CMD"), help=IMPL_CMD_HELP)
 
 
 #: Real-time bound on shrinking one failure under the ci profile, seconds.
@@ -110,6 +115,10 @@ def pytest_configure(config: pytest.Config) -> None:
         if config.getoption("--backend") != "docker":
             raise pytest.UsageError("--image needs --backend docker")
         os.environ["LONGLOOK_IMAGE"] = config.getoption("--image")
+    if config.getoption("--impl-cmd"):
+        if config.getoption("--backend") != "local" or config.getoption("--mode") != "real":
+            raise pytest.UsageError("--impl-cmd runs a local program in the namespaces: not with --backend docker or --mode virtual")
+        os.environ["LONGLOOK_IMPL_CMD"] = config.getoption("--impl-cmd")
     # Read by harness.runner.run_example for every example.
     os.environ["LONGLOOK_MODE"] = config.getoption("--mode")
     if config.getoption("--mode") == "virtual" and config.getoption("--backend") != "local":
@@ -133,13 +142,15 @@ def _targets(config: pytest.Config):
     if replay:
         saved = json.loads((Path(replay) / "example.json").read_text())
         return [Target.parse(saved["stack"], saved["cc"])]
+    from harness import docker_backend
+
     names = config.getoption("--impl")
     cc = config.getoption("--cc")
-    load = endpoints.load
+    load = docker_backend.load_for_run
+    if config.getoption("--impl-cmd") and (not names or "," in names):
+        raise pytest.UsageError("--impl-cmd runs one program: give a single --impl whose qlog dialect and CC list it "
+                                "shares (e.g. --impl aioquic)")
     if config.getoption("--backend") == "docker":
-        from harness import docker_backend
-
-        load = docker_backend.load_stack
         if not names:
             raise pytest.UsageError(f"--backend docker: name the stacks with --impl (one of {', '.join(docker_backend.stack_names())})")
         if config.getoption("--image") and "," in names:

@@ -25,7 +25,6 @@ from typing import Iterator
 import pytest
 from hypothesis.errors import UnsatisfiedAssumption
 
-from harness import endpoints
 from harness.endpoints import CongestionControl, Stack
 from harness.groundtruth import GroundTruth, read_log
 from harness.schedule import Schedule
@@ -45,7 +44,10 @@ class Target:
 
     @classmethod
     def parse(cls, stack: str, cc: str | None) -> Target:
-        s = endpoints.load(stack)
+        """The target as the backend in force runs it (a replay sets the one that produced it)."""
+        from harness.docker_backend import load_for_run
+
+        s = load_for_run(stack)
         return cls(s, s.resolve_cc(cc))
 
 

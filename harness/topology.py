@@ -31,6 +31,9 @@ from harness.endpoints import Stack
 from harness.link import REPO_ROOT, Link, LinkOptions
 from harness.schedule import Schedule
 
+#: The interop runner's server port, for endpoints given as commands (harness/commands.py).
+QIR_PORT = 443
+
 #: Where the server listens, inside its namespace (docs/endpoints.md).
 SERVER_IP = netns.SERVER_ADDR.split("/")[0]
 CLIENT_IP = netns.CLIENT_ADDR.split("/")[0]
@@ -214,7 +217,7 @@ class Testbed:
         err = (workdir / "stderr").open("wb")
         with out, err:
             proc = subprocess.Popen(
-                ["ip", "netns", "exec", ns, str(stack.run)],
+                ["ip", "netns", "exec", ns, *stack.argv],
                 env=full_env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                 cwd=workdir, start_new_session=True,
             )
@@ -299,15 +302,22 @@ class Testbed:
             | ({"QLOGDIR": str(d / "qlog")} if opts.qlog else {})
             for r, d in roles.items()
         }
-        env["server"].update(LL_ADDR=SERVER_IP, LL_PORT=str(SERVER_PORT), LL_WWW=str(self.out / "www"), LL_CERTS=str(certs))
+        # A command may be an interop-runner endpoint, which serves on 443 whatever it is told.
+        port = QIR_PORT if stack.command else SERVER_PORT
+        env["server"].update(LL_ADDR=SERVER_IP, LL_PORT=str(port), LL_WWW=str(self.out / "www"), LL_CERTS=str(certs))
         downloads = roles["client"] / "downloads"
         downloads.mkdir(exist_ok=True)
         env["client"].update(
             LL_DOWNLOADS=str(downloads),
-            REQUESTS=" ".join(f"https://{SERVER_IP}:{SERVER_PORT}/{n}" for n in digests),
+            REQUESTS=" ".join(f"https://{SERVER_IP}:{port}/{n}" for n in digests),
         )
+        if stack.command:
+            for role, params in (("server", "SERVER_PARAMS"), ("client", "CLIENT_PARAMS")):
+                env[role].update({params: os.environ.get(params, ""), "LL_NETWORK_READY": "1"})
         server = self.start_endpoint(stack, "server", env["server"], roles["server"])
-        waited = _wait_ready(server, roles["server"] / "stdout", timeout_s=10.0)
+        # An interop-runner endpoint prints no ready line: its bound port is the signal.
+        waited = _wait_ready(server, roles["server"] / "stdout", timeout_s=10.0,
+                             udp_port=port if stack.command else None, who=_who(stack, "server"))
         if waited is not None:
             return self._result(stack, opts, server, None, digests, 0.0, waited)
         if plan.tcp_flows:
@@ -352,7 +362,7 @@ class Testbed:
                 who = "client" if rc["client"] == 127 else "server"
                 reason = _tail(self.out / who / "stderr") or f"{stack.name} {who} reported unsupported (exit 127)"
             elif rc["client"] != 0:
-                reason = f"client exited with {rc['client']}: {_tail(self.out / 'client' / 'stderr')}"
+                reason = f"{_who(stack, 'client')} exited with {rc['client']}: {_tail(self.out / 'client' / 'stderr')}"
             elif any(got[n] != digests[n] for n in digests):
                 bad = [n for n in digests if got[n] != digests[n]]
                 reason = f"wrong or missing bytes in {', '.join(bad)}"
@@ -383,16 +393,31 @@ def _contract_env(opts: EndpointOptions, plan: TransferPlan) -> dict[str, str]:
     return env
 
 
-def _wait_ready(proc: subprocess.Popen, stdout: Path, timeout_s: float) -> str | None:
-    """Waits for the server's ready line; returns None, or why it never came."""
+def _wait_ready(proc: subprocess.Popen, stdout: Path, timeout_s: float, udp_port: int | None = None,
+                who: str = "server") -> str | None:
+    """Waits for the server's ready line, or for UDP `udp_port` bound in its namespace
+    where given; returns None, or why neither came."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if stdout.exists() and '"ready"' in stdout.read_text(errors="replace"):
             return None
+        if udp_port is not None and netns.udp_port_bound(proc.pid, udp_port):
+            return None
         if proc.poll() is not None:
-            return f"server exited with {proc.returncode} before it was ready: {_tail(stdout.parent / 'stderr')}"
+            return (f"{who} exited with {proc.returncode} before it was ready: {_tail(stdout.parent / 'stderr')} "
+                    f"(logs in {stdout.parent})")
         time.sleep(0.02)
-    return f"server not ready within {timeout_s:.0f} s"
+    signal_ = f"listening on UDP {udp_port}" if udp_port is not None else "ready"
+    return f"{who} not {signal_} within {timeout_s:.0f} s (logs in {stdout.parent})"
+
+
+def _who(stack: Stack, role: str) -> str:
+    """`role`, naming the command where the stack runs one (an implementer must see which of theirs failed)."""
+    if not stack.command:
+        return role
+    from harness.commands import describe
+
+    return f"{role} command `{describe(stack)}`"
 
 
 def _stop_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:

@@ -47,13 +47,23 @@ class Stack:
     #: Deliberately broken controllers (the mutant zoo): selectable by name with
     #: --cc, never offered as a conformant choice (caps.json "mutants").
     mutants: dict[str, CongestionControl] = field(default_factory=dict)
+    #: A program and its arguments that replace `run` (harness/commands.py: an
+    #: implementer's own build, with this stack's CC list and qlog dialect).
+    command: tuple[str, ...] | None = None
 
     @property
     def run(self) -> Path:
         return self.directory / "run"
 
+    @property
+    def argv(self) -> list[str]:
+        """What the harness starts inside a namespace."""
+        return list(self.command) if self.command else [str(self.run)]
+
     def is_built(self) -> bool:
-        """Whether `make setup` produced what `run` needs."""
+        """Whether `make setup` produced what `run` needs (a command was checked when it was given)."""
+        if self.command:
+            return os.access(self.command[0], os.X_OK)
         return self.run.exists() and (self.artifact is None or (self.directory / self.artifact).exists())
 
     def resolve_cc(self, cc: str | None) -> CongestionControl:
