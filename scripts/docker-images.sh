@@ -27,6 +27,22 @@ stage() {
                 rm -rf "$ctx/site"
                 "$py" -m pip install --quiet --target "$ctx/site" "aioquic==$version"
             fi ;;
+        picoquic)
+            # aiopquic has wheels for CPython >= 3.12 only, and bookworm's Python is 3.11:
+            # the image gets the 3.12 that build.sh made the endpoint's venv from, trimmed
+            # of what an endpoint never imports, and the venv's packages (no network).
+            local venv=$ep/picoquic/.venv prefix
+            [ -x "$venv/bin/python" ] || return 1
+            prefix=$(dirname "$(dirname "$(readlink -f "$venv/bin/python")")")
+            cp "$ep/picoquic/endpoint.py" "$ep/picoquic/settings.py" "$ctx/endpoint/"
+            rm -rf "$ctx/python" "$ctx/site"
+            mkdir -p "$ctx/python/bin" "$ctx/python/lib" "$ctx/site"
+            cp "$prefix/bin/python3.12" "$ctx/python/bin/"
+            cp "$prefix/lib/libpython3.12.so.1.0" "$ctx/python/lib/"
+            tar -C "$prefix/lib" -c --exclude=test --exclude=idlelib --exclude=tkinter --exclude=turtledemo \
+                --exclude=ensurepip --exclude=site-packages --exclude='config-3.12-*' --exclude=lib2to3 \
+                --exclude='*.opt-1.pyc' --exclude='*.opt-2.pyc' python3.12 | tar -C "$ctx/python/lib" -x
+            tar -C "$venv/lib/python3.12/site-packages" -c --exclude='pip' --exclude='pip-*' . | tar -C "$ctx/site" -x ;;
         quic-go) install -m 755 "$ep/quic-go/bin/endpoint" "$ctx/endpoint/endpoint" 2>/dev/null || return 1 ;;
         quiche|quinn)
             install -m 755 "$ep/rust/target/release/$stack-endpoint" "$ctx/endpoint/endpoint" 2>/dev/null || return 1 ;;
