@@ -77,6 +77,11 @@ class Container:
     #: Its network namespace's name under /run/netns ("" until attached).
     ns: str = ""
     returncode: int | None = None
+    #: The container's CPU accounting (a cgroup directory; None where none is found).
+    cgroup: CpuCgroup | None = None
+    #: CPU time of the container at open_sim (its start-up waiting excluded) and at the latest sample, s.
+    cpu_base_s: float | None = None
+    cpu_last_s: float | None = None
     _listeners: list[socket.socket] = field(default_factory=list)
 
     def attach_netns(self) -> str:
@@ -93,7 +98,24 @@ class Container:
 
         The kernel completes connections up to the backlog without accept(); a
         wait-for-it probe needs nothing more."""
+        self.cpu_base_s = self.sample_cpu()
         self._listeners.append(listen_in_netns(f"/proc/{self.pid}/ns/net", SIM_PORT))
+
+    def sample_cpu(self) -> float | None:
+        """The container's CPU time so far, s, remembered as the latest sample. Its
+        cgroup goes with its last process, so a container's total is its last sample
+        before it exited (wait() samples every 20 ms)."""
+        if self.cgroup is not None:
+            now = self.cgroup.cpu_s()
+            if now is not None:
+                self.cpu_last_s = now
+        return self.cpu_last_s
+
+    def cpu_used_s(self) -> float | None:
+        """CPU time since open_sim, s, as of the latest sample; None if unknown."""
+        if self.cpu_base_s is None or self.cpu_last_s is None:
+            return None
+        return self.cpu_last_s - self.cpu_base_s
 
     def alive(self) -> bool:
         return netns.pid_alive(self.pid)
@@ -106,6 +128,7 @@ class Container:
         """The exit status, or None if it still runs after `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
+            self.sample_cpu()
             if not self.alive():
                 break
             time.sleep(0.02)
@@ -162,12 +185,72 @@ def run_container(image: str, name: str, role: str, env: dict[str, str], mounts:
     container = Container(done.stdout.strip(), name, role, image)
     state = docker("inspect", "--format", "{{.State.Pid}}", container.id).stdout.strip()
     container.pid = int(state or 0)
+    container.cgroup = CpuCgroup.of(container.pid) if container.pid else None
     if container.pid == 0:
         logs = docker("logs", "--tail", "3", container.id, check=False)
         container.remove()
         raise DockerError(f"image {image} exited at once as {role}, before its network was wired: "
                           f"{(logs.stdout + logs.stderr).strip()[-400:] or '(no output)'}")
     return container
+
+
+@dataclass(frozen=True)
+class CpuCgroup:
+    """The CPU accounting of one container: cgroup v1's cpuacct hierarchy where the
+    engine uses it (Docker on a hybrid host), else the unified (v2) one."""
+
+    path: Path
+    v2: bool
+
+    @classmethod
+    def of(cls, pid: int) -> CpuCgroup | None:
+        """The cgroup process `pid` is accounted in, or None (no cgroup fs, or it is gone)."""
+        try:
+            memberships = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+            mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+        except OSError:
+            return None
+        v1 = {m.split()[4]: m.split(" - ")[1].split()[2].split(",") for m in mounts
+              if " - cgroup " in m}  # mount point -> super options (the controllers)
+        v2 = [m.split()[4] for m in mounts if " - cgroup2 " in m]
+        for line in memberships:
+            _, controllers, rel = line.split(":", 2)
+            if "cpuacct" in controllers.split(","):
+                for point, options in v1.items():
+                    if "cpuacct" in options and (Path(point) / rel.lstrip("/") / "cpuacct.usage").exists():
+                        return cls(Path(point) / rel.lstrip("/"), False)
+        for line in memberships:
+            _, controllers, rel = line.split(":", 2)
+            if controllers == "":
+                for point in v2:
+                    if (Path(point) / rel.lstrip("/") / "cpu.stat").exists():
+                        return cls(Path(point) / rel.lstrip("/"), True)
+        return None
+
+    def cpu_s(self) -> float | None:
+        """CPU time (user + system) of everything the container ran, s; None once it is gone."""
+        try:
+            if self.v2:
+                stat = dict(line.split() for line in (self.path / "cpu.stat").read_text().splitlines())
+                return int(stat["usage_usec"]) / 1e6
+            return int((self.path / "cpuacct.usage").read_text()) / 1e9
+        except (OSError, KeyError, ValueError):
+            return None
+
+    def run_delay_s(self) -> float | None:
+        """Time the container's live threads spent runnable but waiting for a CPU (schedstat), s."""
+        try:
+            tids = (self.path / ("cgroup.threads" if self.v2 else "tasks")).read_text().split()
+        except OSError:
+            return None
+        total, seen = 0, False
+        for tid in tids:
+            try:
+                total += int(Path(f"/proc/{tid}/schedstat").read_text().split()[1])
+                seen = True
+            except (OSError, IndexError, ValueError):
+                continue  # the thread ended meanwhile
+        return total / 1e9 if seen else None
 
 
 def listen_in_netns(ns_path: str, port: int) -> socket.socket:

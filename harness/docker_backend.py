@@ -191,6 +191,9 @@ class DockerTestbed(Testbed):
         client.open_sim()
         rc = client.wait(opts.timeout_s + 5.0)
         elapsed = time.monotonic() - started
+        # The server's cgroup goes when it exits: read it while it still runs.
+        server.sample_cpu()
+        run_delay = server.cgroup.run_delay_s() if server.cgroup else None
         server.stop()
         self._stop_competitors()
         self._save_logs()
@@ -198,7 +201,11 @@ class DockerTestbed(Testbed):
             client.stop(grace_s=1.0)
             return self._result(stack, opts, server, client, digests, elapsed,
                                 f"client ({self.image}) did not finish within {opts.timeout_s + 5.0:.0f} s")
-        return self._result(stack, opts, server, client, digests, elapsed, None)
+        result = self._result(stack, opts, server, client, digests, elapsed, None,
+                              (client.cpu_used_s(), server.cpu_used_s()))
+        result.server_run_delay_s = run_delay
+        (self.out / "result.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        return result
 
     def _start_containers(self, plan: TransferPlan, opts: EndpointOptions, names: list[str]) -> None:
         common = _contract_env(opts, plan) | {"SSLKEYLOGFILE": "/logs/keys.log", "LL_APPLOG": "/logs/app.ndjson"}

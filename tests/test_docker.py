@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -74,6 +75,11 @@ def test_transfer_through_the_emulated_link(docker_ready, tmp_path):
     for path in ("pcap/server.pcap", "server/keys.log", "client/keys.log", "server/stdout", "result.json", "docker.json"):
         assert (tmp_path / path).stat().st_size > 0, path
     assert list((tmp_path / "server" / "qlog").iterdir()), "no server qlog"
+    # CPU from the containers' cgroups, so saturated() judges Docker runs too.
+    for cpu in (result.client_cpu_s, result.server_cpu_s):
+        assert cpu is not None and 0 < cpu <= (os.cpu_count() or 1) * result.wall_s + 0.1, result
+    assert result.server_run_delay_s is not None
+    assert json.loads((tmp_path / "result.json").read_text())["server_cpu_s"] == result.server_cpu_s
     assert _ours_left() == []
 
 
@@ -112,6 +118,28 @@ def test_image_that_exits_at_once_fails_within_seconds(docker_ready, tmp_path):
     assert not result.ok and BASE in result.reason, result.reason
     assert time.monotonic() - started < 15
     assert _ours_left() == []
+
+
+def test_container_cpu_is_read_from_its_cgroup(docker_ready):
+    """A busy container's cgroup counts at least its process's own CPU time, and
+    little more (the runtime's start-up)."""
+    name = f"ll-test-cpu-{os.getpid()}"
+    containers.docker("run", "--detach", "--network", "none", "--name", name,
+                      "--label", f"{containers.OWNER_LABEL}={os.getpid()}", BASE, "sh", "-c", "while :; do :; done")
+    try:
+        pid = int(containers.docker("inspect", "--format", "{{.State.Pid}}", name).stdout)
+        group = containers.CpuCgroup.of(pid)
+        assert group is not None, f"no CPU cgroup found for {name} (pid {pid})"
+        time.sleep(0.5)
+        ticks = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[11:13]  # utime, stime
+        own = sum(map(int, ticks)) / os.sysconf("SC_CLK_TCK")
+        total = group.cpu_s()
+        assert total is not None and total >= own > 0.05, (total, own)
+        assert total - own < 0.25, (total, own)
+        assert group.run_delay_s() is not None
+    finally:
+        containers.docker("rm", "--force", name, check=False)
+    assert group.cpu_s() is None  # gone with the container: why wait() samples
 
 
 def test_sweep_removes_containers_of_dead_owners(docker_ready):
