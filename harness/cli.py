@@ -2,6 +2,8 @@
 
     longlook transfer --impl aioquic --cc cubic --bytes 5MB --rate 50mbit --rtt 40ms --loss 0.01 --out runs/a
     longlook transfer --mode virtual --impl aioquic ...   (in-process, virtual time; docs/virtual-time.md)
+    longlook transfer --backend docker --impl quinn ...   (one container per role; docs/docker.md)
+    longlook transfer --impl aioquic --impl-cmd ./run_endpoint.sh ...   (your own program, no Docker)
     longlook impls
     longlook coverage [artifacts/model-coverage] [--diagrams DIR]
 
@@ -40,7 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="longlook", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("transfer", help="run one verified transfer through the emulated link")
-    t.add_argument("--impl", required=True, help=f"stack: {', '.join(endpoints.STACKS)}")
+    t.add_argument("--impl", required=True,
+                   help=f"stack: {', '.join(endpoints.STACKS)}, or an entry of docker/stacks.json")
     t.add_argument("--cc", help="congestion control (e.g. newreno, cubic, bbr, or module:Factory)")
     t.add_argument("--bytes", default="1MB", help="total bytes to fetch, e.g. 20MB (default 1MB)")
     t.add_argument("--streams", type=int, default=1, help="split into this many objects fetched in parallel")
@@ -55,6 +58,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--out", type=Path, required=True, help="directory for the run's artifacts")
     t.add_argument("--mode", choices=("real", "virtual"), default="real",
                    help="real time in namespaces (default) or virtual time in-process (sans-IO stacks)")
+    t.add_argument("--backend", choices=("local", "docker"), default="local",
+                   help="where endpoints run: local namespaces (default) or Docker containers (docs/docker.md)")
+    t.add_argument("--image", help="with --backend docker: run this image (default: the stack's in docker/stacks.json)")
+    t.add_argument("--impl-cmd", help="run this local program as the --impl's endpoint, without Docker (docs/docker.md)")
     sub.add_parser("impls", help="list stacks, their CC algorithms and capabilities")
     r = sub.add_parser("replay", help="re-run exactly the property example saved in DIR")
     r.add_argument("dir", type=Path, help="an example directory (the path a failure report names)")
@@ -81,12 +88,34 @@ def _schedule_from_args(a: argparse.Namespace) -> Schedule:
     return link_schedule(units.rate_bps(a.rate), units.time_us(a.rtt), units.fraction(a.loss), queue, a.seed)
 
 
-def cmd_transfer(a: argparse.Namespace) -> int:
-    from harness.topology import EndpointOptions, Testbed, TransferPlan, interrupts_as_exceptions
+def _select_backend(a: argparse.Namespace) -> None:
+    """Puts the run's backend where harness.docker_backend reads it, as the pytest plugin does."""
+    import os
 
-    stack = endpoints.load(a.impl)
+    from harness import commands, docker_backend
+
+    if a.image and a.backend != "docker":
+        raise units.UnitError("--image needs --backend docker")
+    if a.impl_cmd and (a.backend != "local" or a.mode != "real"):
+        raise units.UnitError("--impl-cmd runs a local program in the namespaces: not with --backend docker or --mode virtual")
+    if a.mode == "virtual" and a.backend != "local":
+        raise units.UnitError("--mode virtual runs the stack in-process; it has no --backend docker")
+    os.environ[docker_backend.BACKEND_ENV] = a.backend
+    for env, value in ((docker_backend.IMAGE_ENV, a.image), (commands.IMPL_CMD_ENV, a.impl_cmd)):
+        if value:
+            os.environ[env] = value
+        else:
+            os.environ.pop(env, None)
+
+
+def cmd_transfer(a: argparse.Namespace) -> int:
+    from harness.docker_backend import load_for_run, open_testbed
+    from harness.topology import EndpointOptions, TransferPlan, interrupts_as_exceptions
+
+    _select_backend(a)
+    stack = load_for_run(a.impl)
     stack.resolve_cc(a.cc)
-    if not stack.is_built():
+    if a.backend == "local" and not stack.is_built():
         raise StackError(f"{stack.name} is not built ({stack.run} or its build output is missing); run `make setup`")
     total = units.size_bytes(a.bytes)
     if a.streams < 1:
@@ -104,7 +133,7 @@ def cmd_transfer(a: argparse.Namespace) -> int:
         except virtual.RealTimeOnly as e:
             raise StackError(f"--mode virtual: {e}; use --mode real") from None
     else:
-        with interrupts_as_exceptions(), Testbed(schedule, a.out, pcap=not a.no_pcap) as bed:
+        with interrupts_as_exceptions(), open_testbed(schedule, a.out, stack, pcap=not a.no_pcap) as bed:
             result = bed.transfer(stack, plan, opts)
     if result.ok:
         print(f"{stack.name} {a.cc or stack.default_cc}: {result.bytes} bytes in {result.duration_s:.3f} s, "
@@ -143,8 +172,40 @@ def cmd_replay(a: argparse.Namespace) -> int:
     argv = [sys.executable, "-m", "pytest", example["nodeid"], "--longlook-replay", str(a.dir.resolve()),
             "--artifacts", str((a.dir / "replay").resolve()), "-p", "no:cacheprovider", "-q",
             "--mode", a.mode]
-    print(f"longlook replay: {example['nodeid']} ({example['stack']} {example['cc']})", flush=True)
+    how = _replay_backend(example.get("run", {}), a.dir)
+    argv += how
+    print(f"longlook replay: {example['nodeid']} ({example['stack']} {example['cc']}"
+          f"{', ' + ' '.join(how) if how else ''})", flush=True)
     return subprocess.run(argv, cwd=REPO_ROOT, check=False).returncode
+
+
+def _replay_backend(run: dict, example_dir: Path) -> list[str]:
+    """The options that run the example where it ran: the same image (the very build,
+    while the engine still has it) or the same local command."""
+    import shlex
+
+    if run.get("command"):
+        return ["--impl-cmd", shlex.join(run["command"])]
+    if run.get("backend") != "docker":
+        return []
+    image = run["image"]
+    meta = example_dir / "docker.json"
+    ran_on = json.loads(meta.read_text()).get("image_id") if meta.exists() else None
+    if ran_on:
+        from harness import containers
+
+        try:
+            now = containers.image_id(image)
+        except containers.DockerError:
+            now = None
+        if now != ran_on:
+            try:
+                containers.image_id(ran_on)
+                print(f"note: {image} has been rebuilt since; replaying on the build that failed ({ran_on[:19]})")
+                image = ran_on
+            except containers.DockerError:
+                print(f"note: the build of {image} that failed ({ran_on[:19]}) is gone; replaying on the current one")
+    return ["--backend", "docker", "--image", image]
 
 
 def cmd_coverage(a: argparse.Namespace) -> int:

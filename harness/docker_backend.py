@@ -126,13 +126,23 @@ def image_for(stack: str) -> str:
     return image
 
 
-def open_testbed(schedule: Schedule, out_dir: Path, stack: Stack) -> Testbed:
+def open_testbed(schedule: Schedule, out_dir: Path, stack: Stack, pcap: bool = True) -> Testbed:
     """The testbed of the backend in force for one run of `stack`."""
     if backend() == "docker":
         if stack.command:
             raise TestbedError(f"{stack.name} is a command ({commands.describe(stack)}): it runs with --backend local")
-        return DockerTestbed(schedule, out_dir, image_for(stack.name))
-    return Testbed(schedule, out_dir)
+        return DockerTestbed(schedule, out_dir, image_for(stack.name), pcap=pcap)
+    return Testbed(schedule, out_dir, pcap=pcap)
+
+
+def provenance(stack: Stack) -> dict:
+    """What ran `stack` in this run, for example.json: a replay runs it the same way."""
+    record: dict = {"backend": backend()}
+    if record["backend"] == "docker":
+        record["image"] = image_for(stack.name)
+    if stack.command:
+        record["command"] = list(stack.command)
+    return record
 
 
 class DockerTestbed(Testbed):

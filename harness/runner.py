@@ -163,7 +163,10 @@ class Runner:
         nodeid = os.environ.get("PYTEST_CURRENT_TEST", "manual").rsplit(" (", 1)[0]
         example = Example(nodeid, target.stack.name, target.cc.name, schedule, plan, timeout_s)
         out = self._next_dir(nodeid)
-        (out / "example.json").write_text(json.dumps(example.to_json(), indent=2) + "\n")
+        from harness.docker_backend import provenance
+
+        record = example.to_json() | {"run": provenance(target.stack)}
+        (out / "example.json").write_text(json.dumps(record, indent=2) + "\n")
         try:
             obs = run_example(example, target, out)
         except Inconclusive as e:

@@ -116,12 +116,15 @@ def test_liveness_property_passes_through_a_command(netns_ready, tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "properties/test_liveness.py::test_transfer_completes_under_loss_and_reordering",
          "--impl", "aioquic", "--cc", "newreno", "--impl-cmd", WRAPPER, "--hypothesis-profile", "ci",
-         "--artifacts", str(tmp_path), "-p", "no:cacheprovider", "-q", "-rs"],
+         "--artifacts", str(tmp_path), "--keep-passing", "-p", "no:cacheprovider", "-q", "-rs"],
         cwd=ROOT, capture_output=True, text=True, timeout=600)
     tail = (done.stdout + done.stderr)[-1500:]
     if done.returncode == 0 and "skipped" in tail and "inconclusive" in tail:
         pytest.skip(f"the host was too busy to judge: {tail[-300:]}")
     assert done.returncode == 0 and "1 passed" in tail, tail
+    # Each example remembers the command, so `longlook replay` runs it again (harness/cli.py).
+    saved = [json.loads(p.read_text()) for p in tmp_path.rglob("example.json")]
+    assert saved and all(e["run"] == {"backend": "local", "command": [str(ROOT / WRAPPER)]} for e in saved), saved[:1]
 
 
 def test_stacks_file_command_entry(monkeypatch, tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,12 +20,14 @@ import pytest
 from harness import containers, endpoints, netns
 from harness.containers import DockerError
 from harness.docker_backend import CLIENT_IP, SERVER_IP, DockerTestbed
+from harness.runner import Example
 from harness.schedule import Action, IidLoss, LinkSettings, Phase, Schedule
 from harness.topology import EndpointOptions, Testbed, TestbedError, TransferPlan
 
 pytestmark = pytest.mark.netns
 
 IMAGE = "longlook/aioquic:latest"
+ROOT = Path(__file__).resolve().parent.parent
 BASE = os.environ.get("LONGLOOK_BASE_IMAGE", "longlook/base:bookworm")
 
 
@@ -162,3 +165,63 @@ def test_sweep_removes_containers_of_dead_owners(docker_ready):
     finally:
         for name in names.values():
             containers.docker("rm", "--force", name, check=False)
+
+
+def _longlook(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def test_cli_transfer_through_docker(docker_ready, tmp_path):
+    done = _longlook("transfer", "--backend", "docker", "--impl", "aioquic", "--bytes", "300KB",
+                     "--rate", "20mbit", "--rtt", "20ms", "--out", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    meta = json.loads((tmp_path / "run" / "docker.json").read_text())
+    assert meta["image"] == IMAGE
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["server_cpu_s"] is not None
+    assert _ours_left() == []
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--image", "x:y"], "--image needs --backend docker"),
+    (["--backend", "docker", "--impl-cmd", "true"], "not with --backend docker"),
+    (["--backend", "docker", "--image", "longlook/no-such:none"], "image longlook/no-such:none not found"),
+])
+def test_cli_backend_errors_are_one_line(args, needle, tmp_path):
+    done = _longlook("transfer", "--impl", "aioquic", "--rate", "10mbit", "--rtt", "10ms",
+                     "--out", str(tmp_path / "r"), *args)
+    assert done.returncode == 2 and needle in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def _saved_example(directory: Path, run: dict) -> Path:
+    """An example directory as a property run through `run` leaves it (a liveness example)."""
+    example = Example("properties/test_liveness.py::test_transfer_completes_under_loss_and_reordering[aioquic-newreno]",
+                      "aioquic", "newreno", _schedule(), TransferPlan(sizes=(100_000,)), 20.0)
+    directory.mkdir(parents=True)
+    (directory / "example.json").write_text(json.dumps(example.to_json() | {"run": run}))
+    return directory
+
+
+def test_replay_goes_through_the_image_that_ran(docker_ready, tmp_path):
+    """The example remembers its backend and image: the replay asks the engine for
+    that image, here one that does not exist, so the failure names it."""
+    example = _saved_example(tmp_path / "ex", {"backend": "docker", "image": "longlook/no-such:none"})
+    done = _longlook("replay", str(example))
+    out = done.stdout + done.stderr
+    assert "--backend docker --image longlook/no-such:none" in out, out[-2000:]
+    assert done.returncode != 0 and "image longlook/no-such:none not found" in out, out[-2000:]
+    assert _ours_left() == []
+
+
+def test_replay_prefers_the_build_that_failed(docker_ready, tmp_path):
+    """An image rebuilt since the failure: the replay runs the recorded build while the engine still has it."""
+    from harness.cli import _replay_backend
+
+    old = containers.image_id(BASE)  # stands in for an earlier build of the image
+    (tmp_path / "docker.json").write_text(json.dumps({"image": IMAGE, "image_id": old}))
+    assert _replay_backend({"backend": "docker", "image": IMAGE}, tmp_path) == ["--backend", "docker", "--image", old]
+    (tmp_path / "docker.json").write_text(json.dumps({"image": IMAGE, "image_id": "sha256:" + "0" * 64}))
+    assert _replay_backend({"backend": "docker", "image": IMAGE}, tmp_path) == ["--backend", "docker", "--image", IMAGE]
+    assert _replay_backend({"backend": "local", "command": ["/bin/ep", "a b"]}, tmp_path) == ["--impl-cmd", "/bin/ep 'a b'"]
+    assert _replay_backend({"backend": "local"}, tmp_path) == []
