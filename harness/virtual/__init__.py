@@ -1,5 +1,7 @@
 """Virtual-time runs: a sans-IO stack and the emulator's own core in one process,
-driven by a discrete-event loop (docs/virtual-time.md).
+driven by a discrete-event loop (docs/virtual-time.md). aioquic runs in this
+process (harness/virtual/loop.py); quinn runs in the Rust binary quinn-virtual,
+which links the same core (harness/virtual/quinn.py).
 
     from harness.virtual import transfer
     result = transfer(schedule, out_dir, stack, plan, opts)   # a TransferResult
@@ -20,7 +22,7 @@ from pathlib import Path
 from harness.schedule import Schedule
 
 #: Stacks that can run in virtual time, and why the others cannot.
-SUPPORTED = ("aioquic",)
+SUPPORTED = ("aioquic", "quinn")
 WHY_NOT = {
     "quiche": "quiche reads the clock itself (Instant::now() inside the library)",
     "tcp": "kernel TCP runs in the kernel's own time",
@@ -92,22 +94,40 @@ def transfer_with_stats(schedule: Schedule, out_dir: str | Path, stack, plan, op
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     unsupported = None
-    if opts.initial_window and opts.initial_window != FIXED_INITIAL_WINDOW:
+    if stack.name == "aioquic" and opts.initial_window and opts.initial_window != FIXED_INITIAL_WINDOW:
         unsupported = f"initial window {opts.initial_window} unsupported (aioquic's is fixed at {FIXED_INITIAL_WINDOW} packets)"
+    digests = write_objects(out / "www", plan.sizes, plan.seed) if not unsupported else {}
+    started, cpu = time.perf_counter(), time.process_time()
+    if not unsupported and stack.name == "quinn":
+        from harness.virtual import quinn
+
+        cpu_children = _children_cpu_s()
+        try:
+            stats = quinn.run(schedule, out, plan, opts, list(digests))
+        except quinn.Unsupported as e:
+            unsupported = str(e)
+        # The stack runs in a child process: its CPU time is the children's.
+        cpu -= _children_cpu_s() - cpu_children
+    elif not unsupported:
+        stats = _run(schedule, out, plan, opts, list(digests))
     if unsupported:
         result = TransferResult(stack=stack.name, cc=opts.cc, ok=False, reason=unsupported, unsupported=True,
                                 bytes=0, duration_s=0.0, goodput_bps=0.0, out_dir=str(out))
         _write_result(out, result, {})
         return result, {}
-    digests = write_objects(out / "www", plan.sizes, plan.seed)
-    started, cpu = time.perf_counter(), time.process_time()
-    stats = _run(schedule, out, plan, opts, list(digests))
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     result = _result(stack.name, opts, out, digests, stats)
     _write_result(out, result, stats)
     # Returned to the caller only: the files stay deterministic.
     stats["wall_clock_s"], stats["cpu_s"] = wall, cpu
     return result, stats
+
+
+def _children_cpu_s() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def _run(schedule: Schedule, out: Path, plan, opts, names: list[str]) -> dict:

@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use quinn::congestion::{BbrConfig, ControllerFactory, CubicConfig, NewRenoConfig};
+use quinn_proto::congestion::{BbrConfig, ControllerFactory, CubicConfig, NewRenoConfig};
 
 use crate::mutants::{Bug, MutantFactory};
 

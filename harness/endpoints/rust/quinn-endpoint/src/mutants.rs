@@ -10,7 +10,7 @@ use std::any::Any;
 use std::sync::Arc;
 use std::time::Instant;
 
-use quinn::congestion::{Controller, ControllerFactory, ControllerMetrics, NewRenoConfig};
+use quinn_proto::congestion::{Controller, ControllerFactory, ControllerMetrics, NewRenoConfig};
 use quinn_proto::RttEstimator;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -50,9 +50,10 @@ pub fn client() -> Result<rustls::ClientConfig, Failure> {
 }
 
 /// Accepts any certificate but still checks the handshake signatures, so the
-/// TLS exchange is the real one.
+/// TLS exchange is the real one. Public for the virtual-time harness
+/// (../quinn-virtual), which builds its own configs around a seeded provider.
 #[derive(Debug)]
-struct AnyServer(Arc<CryptoProvider>);
+pub struct AnyServer(pub Arc<CryptoProvider>);
 
 impl ServerCertVerifier for AnyServer {
     fn verify_server_cert(

@@ -1,0 +1,69 @@
+"""quinn in virtual time: the Rust binary `quinn-virtual` (harness/endpoints/rust/
+quinn-virtual) runs a quinn-proto client and server over the emulator's own core
+(the `longlook-link` crate, linked in) with a discrete-event loop of its own.
+
+Python prepares the run directory as for aioquic (schedule.json, the objects in
+www/, a seed-derived certificate), hands the plan to the binary as one JSON object
+on stdin, and reads the loop's statistics from its stdout. Everything else in the
+run directory (link.ndjson, pcaps, qlogs, key logs, app logs, downloads) is the
+binary's.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from harness.endpoints import ENDPOINTS_DIR
+
+BINARY = ENDPOINTS_DIR / "rust" / "target" / "release" / "quinn-virtual"
+#: The certificate's name (SAN); the client connects by address, as in real time.
+SERVER_NAME = "server.longlook.test"
+
+
+class QuinnVirtualError(RuntimeError):
+    """The binary is missing, refused its input, or failed outside the transfer."""
+
+
+class Unsupported(Exception):
+    """An option quinn cannot honour (exit 127); the message says which."""
+
+
+def built() -> bool:
+    return BINARY.exists()
+
+
+def run(schedule, out: Path, plan, opts, names: list[str]) -> dict:
+    """Runs the transfer; returns the loop's statistics (error, virtual_s, steps,
+    link summary, per-host datagram counts)."""
+    from harness.virtual.determinism import EPOCH_UNIX_NS, write_cert
+
+    if not built():
+        raise QuinnVirtualError(f"{BINARY} is not built: run `make setup` "
+                                "(or harness/endpoints/rust/build.sh)")
+    schedule.write(out / "schedule.json")
+    write_cert(out / "certs", SERVER_NAME, schedule.seed)
+    config = {
+        "names": names,
+        "testcase": plan.testcase,
+        "think_ms": plan.think_ms,
+        "cc": opts.cc,
+        "max_datagram_size": opts.max_datagram_size,
+        "initial_window": opts.initial_window,
+        "flow_window": opts.flow_window,
+        "timeout_s": opts.timeout_s,
+        "seed": (schedule.seed ^ plan.seed) & (2**64 - 1),
+        "qlog": opts.qlog,
+        "epoch_unix_ns": EPOCH_UNIX_NS,
+    }
+    proc = subprocess.run([str(BINARY), str(out)], input=json.dumps(config), capture_output=True, text=True,
+                          check=False)
+    if proc.returncode == 127:
+        raise Unsupported(proc.stderr.strip().removeprefix("quinn-virtual: unsupported: "))
+    if proc.returncode != 0:
+        raise QuinnVirtualError(f"quinn-virtual exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
+    stats = json.loads(proc.stdout)
+    if stats["error"] and proc.stderr.strip():
+        stats["error"] += f" (stderr: {proc.stderr.strip().splitlines()[-1][-300:]})"
+    return stats
