@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the base image of docker/*/Dockerfile without an image registry:
+# Builds the base image of docker/Dockerfile without an image registry:
 # debootstrap a minimal Debian bookworm and `docker import` it (about 30 s).
 # Idempotent: an existing image of that name is kept (LONGLOOK_REBUILD_BASE=1 rebuilds).
 # Where a registry is reachable, `debian:bookworm` serves as well: pass it as the

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds longlook's endpoint images (docker/<stack>/Dockerfile) from the endpoints
-# `make setup` built on the host: nothing is compiled inside an image, and the
-# builds need no network. Usage: scripts/docker-images.sh [STACK...] (default: all
-# with a Dockerfile). A stack whose host build is missing is skipped with the fix.
+# Builds longlook's endpoint images from the endpoints `make setup` built on the
+# host, all from the one docker/Dockerfile: nothing is compiled inside an image, and
+# the builds need no network. Usage: scripts/docker-images.sh [STACK...] (default:
+# every stack below). A stack whose host build is missing is skipped with the fix.
 # Images are tagged longlook/<stack>:latest; the base comes from $LONGLOOK_BASE_IMAGE
 # (default longlook/base:bookworm, made by `make docker-base`).
 set -euo pipefail
@@ -10,23 +10,27 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 base=${LONGLOOK_BASE_IMAGE:-longlook/base:bookworm}
 py=${LL_PYTHON:-$root/.venv/bin/python}
 stage_root=$root/docker/build
+all_stacks=(aioquic picoquic quic-go quiche quinn)
 
-# Copies what the image of stack $1 needs into its build context $2; returns 1 if
-# the host build is missing.
+# Stages what the image of stack $1 needs under $2/longlook (the image's /longlook)
+# and sets `endpoint`, the command line run_endpoint.sh execs; returns 1 if the
+# host build is missing. Everything one stack's image differs in is here.
 stage() {
     local stack=$1 ctx=$2 ep=$root/harness/endpoints
-    mkdir -p "$ctx/endpoint"
+    local dst=$ctx/longlook
+    mkdir -p "$dst/endpoint"
     cp "$root/docker/run_endpoint.sh" "$ctx/"
     case $stack in
         aioquic)
             local version
             version=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["version"])' "$ep/aioquic/caps.json")
-            cp "$ep/aioquic/endpoint.py" "$ctx/endpoint/"
+            cp "$ep/aioquic/endpoint.py" "$dst/endpoint/"
             # Wheels for the image's Python (bookworm: 3.11, as the project's venv).
-            if [ ! -d "$ctx/site/aioquic-$version.dist-info" ]; then
-                rm -rf "$ctx/site"
-                "$py" -m pip install --quiet --target "$ctx/site" "aioquic==$version"
-            fi ;;
+            if [ ! -d "$dst/site/aioquic-$version.dist-info" ]; then
+                rm -rf "$dst/site"
+                "$py" -m pip install --quiet --target "$dst/site" "aioquic==$version"
+            fi
+            endpoint="env PYTHONPATH=/longlook/site python3 /longlook/endpoint/endpoint.py" ;;
         picoquic)
             # aiopquic has wheels for CPython >= 3.12 only, and bookworm's Python is 3.11:
             # the image gets the 3.12 that build.sh made the endpoint's venv from, trimmed
@@ -34,19 +38,26 @@ stage() {
             local venv=$ep/picoquic/.venv prefix
             [ -x "$venv/bin/python" ] || return 1
             prefix=$(dirname "$(dirname "$(readlink -f "$venv/bin/python")")")
-            cp "$ep/picoquic/endpoint.py" "$ep/picoquic/settings.py" "$ctx/endpoint/"
-            rm -rf "$ctx/python" "$ctx/site"
-            mkdir -p "$ctx/python/bin" "$ctx/python/lib" "$ctx/site"
-            cp "$prefix/bin/python3.12" "$ctx/python/bin/"
-            cp "$prefix/lib/libpython3.12.so.1.0" "$ctx/python/lib/"
+            cp "$ep/picoquic/endpoint.py" "$ep/picoquic/settings.py" "$dst/endpoint/"
+            rm -rf "$dst/python" "$dst/site"
+            mkdir -p "$dst/python/bin" "$dst/python/lib" "$dst/site"
+            cp "$prefix/bin/python3.12" "$dst/python/bin/"
+            cp "$prefix/lib/libpython3.12.so.1.0" "$dst/python/lib/"
             tar -C "$prefix/lib" -c --exclude=test --exclude=idlelib --exclude=tkinter --exclude=turtledemo \
                 --exclude=ensurepip --exclude=site-packages --exclude='config-3.12-*' --exclude=lib2to3 \
-                --exclude='*.opt-1.pyc' --exclude='*.opt-2.pyc' python3.12 | tar -C "$ctx/python/lib" -x
-            tar -C "$venv/lib/python3.12/site-packages" -c --exclude='pip' --exclude='pip-*' . | tar -C "$ctx/site" -x ;;
-        quic-go) install -m 755 "$ep/quic-go/bin/endpoint" "$ctx/endpoint/endpoint" 2>/dev/null || return 1 ;;
+                --exclude='*.opt-1.pyc' --exclude='*.opt-2.pyc' python3.12 | tar -C "$dst/python/lib" -x
+            tar -C "$venv/lib/python3.12/site-packages" -c --exclude='pip' --exclude='pip-*' . | tar -C "$dst/site" -x
+            # The interpreter was built for another prefix: it finds its standard
+            # library next to itself, but its libpython only through the library path.
+            endpoint="env PYTHONPATH=/longlook/site LD_LIBRARY_PATH=/longlook/python/lib"
+            endpoint+=" /longlook/python/bin/python3.12 /longlook/endpoint/endpoint.py" ;;
+        quic-go)
+            install -m 755 "$ep/quic-go/bin/endpoint" "$dst/endpoint/endpoint" 2>/dev/null || return 1
+            endpoint=/longlook/endpoint/endpoint ;;
         quiche|quinn)
-            install -m 755 "$ep/rust/target/release/$stack-endpoint" "$ctx/endpoint/endpoint" 2>/dev/null || return 1 ;;
-        *) echo "docker-images: no staging rule for $stack" >&2; return 1 ;;
+            install -m 755 "$ep/rust/target/release/$stack-endpoint" "$dst/endpoint/endpoint" 2>/dev/null || return 1
+            endpoint=/longlook/endpoint/endpoint ;;
+        *) echo "docker-images: unknown stack $stack; known: ${all_stacks[*]}" >&2; return 1 ;;
     esac
 }
 
@@ -55,12 +66,11 @@ if ! docker image inspect "$base" >/dev/null 2>&1; then
     exit 1
 fi
 stacks=("$@")
-if [ ${#stacks[@]} -eq 0 ]; then
-    for f in "$root"/docker/*/Dockerfile; do stacks+=("$(basename "$(dirname "$f")")"); done
-fi
+if [ ${#stacks[@]} -eq 0 ]; then stacks=("${all_stacks[@]}"); fi
 status=0
 for stack in "${stacks[@]}"; do
     ctx=$stage_root/$stack
+    endpoint=
     if ! stage "$stack" "$ctx"; then
         echo "docker-images: $stack: host endpoint not built; run 'make setup' first (skipped)" >&2
         status=1
@@ -68,7 +78,7 @@ for stack in "${stacks[@]}"; do
     fi
     echo "docker-images: building longlook/$stack:latest from $base"
     # --network none: a build step that reaches out is a bug in the Dockerfile.
-    docker build --quiet --network none --build-arg "BASE=$base" \
-        -f "$root/docker/$stack/Dockerfile" -t "longlook/$stack:latest" "$ctx" >/dev/null
+    docker build --quiet --network none --build-arg "BASE=$base" --build-arg "ENDPOINT=$endpoint" \
+        -f "$root/docker/Dockerfile" -t "longlook/$stack:latest" "$ctx" >/dev/null
 done
 exit $status
