@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """Benchmark of virtual time (docs/virtual-time.md): speed-up over real time and
-determinism, for aioquic.
+determinism, for aioquic (in-process) or quinn (the Rust harness quinn-virtual).
 
-    .venv/bin/python bench/virtual_bench.py [--reruns 5] [--real] [--only CASE,...]
+    .venv/bin/python bench/virtual_bench.py [--impl aioquic|quinn] [--reruns 5] [--real] [--only CASE,...]
 
-Cases (aioquic cubic, one object, multiplexing testcase, link seed 1):
+Cases (cubic, one object, multiplexing testcase, link seed 1):
   lossy10   5 MB over 10 Mbit/s, 40 ms RTT, 1% iid loss each way, queue one BDP
   kakhki    5 MB over Kakhki et al.'s bottleneck: 5 Mbit/s, 36 ms RTT, 30 KB queue
 
 Per case: the virtual time the transfer took, the wall time of the virtual run
-(best of `--reruns`) and its CPU time (load-independent on a shared host), their ratio (how much faster than real time the same
+(best of `--reruns`) and its CPU time (load-independent on a shared host; for quinn
+the child process's), their ratio (how much faster than real time the same
 transfer would be if real time were as long as virtual time), and whether every
 rerun produced byte-identical files (one SHA-256 over the whole run directory).
 One more run without qlog shows what the stack alone costs.
@@ -51,11 +52,11 @@ def tree_hash(d: Path) -> str:
     return h.hexdigest()
 
 
-def run_virtual(name: str, out: Path, qlog: bool = True) -> dict:
+def run_virtual(name: str, out: Path, impl: str, qlog: bool = True) -> dict:
     from harness.virtual import transfer_with_stats
 
     schedule = link_schedule(seed=1, **CASES[name])
-    result, stats = transfer_with_stats(schedule, out, endpoints.load("aioquic"), TransferPlan(sizes=(SIZE,)),
+    result, stats = transfer_with_stats(schedule, out, endpoints.load(impl), TransferPlan(sizes=(SIZE,)),
                                         EndpointOptions(cc="cubic", timeout_s=120, qlog=qlog))
     if not result.ok:
         raise SystemExit(f"{name}: virtual transfer failed: {result.reason}")
@@ -63,22 +64,22 @@ def run_virtual(name: str, out: Path, qlog: bool = True) -> dict:
             "hash": tree_hash(out)}
 
 
-def run_real(name: str, out: Path) -> dict:
+def run_real(name: str, out: Path, impl: str) -> dict:
     from harness.topology import Testbed
 
     schedule = link_schedule(seed=1, **CASES[name])
     with Testbed(schedule, out) as bed:
-        result = bed.transfer(endpoints.load("aioquic"), TransferPlan(sizes=(SIZE,)), EndpointOptions(cc="cubic"))
+        result = bed.transfer(endpoints.load(impl), TransferPlan(sizes=(SIZE,)), EndpointOptions(cc="cubic"))
     if not result.ok:
         raise SystemExit(f"{name}: real-time transfer failed: {result.reason}")
     return {"real_wall_s": result.wall_s, "real_goodput_mbps": result.goodput_bps / 1e6}
 
 
-def bench_case(name: str, reruns: int, real: bool, tmp: Path) -> dict:
+def bench_case(name: str, impl: str, reruns: int, real: bool, tmp: Path) -> dict:
     runs = []
     for i in range(reruns):
         out = tmp / f"{name}-{i}"
-        runs.append(run_virtual(name, out))
+        runs.append(run_virtual(name, out, impl))
         print(f"{name} #{i}: {runs[-1]['virtual_s']:.2f} s virtual in {runs[-1]['wall_s']:.2f} s wall", file=sys.stderr)
         if i:
             shutil.rmtree(out)  # keep the first run only: the others are compared by hash
@@ -96,11 +97,11 @@ def bench_case(name: str, reruns: int, real: bool, tmp: Path) -> dict:
         "identical": len({r["hash"] for r in runs}) == 1,
         "hash": runs[0]["hash"][:16],
     }
-    bare = run_virtual(name, tmp / f"{name}-noqlog", qlog=False)
+    bare = run_virtual(name, tmp / f"{name}-noqlog", impl, qlog=False)
     row["cpu_no_qlog_s"] = round(bare["cpu_s"], 3)
     row["speedup_cpu_no_qlog"] = round(bare["virtual_s"] / bare["cpu_s"], 1)
     if real:
-        r = run_real(name, tmp / f"{name}-real")
+        r = run_real(name, tmp / f"{name}-real", impl)
         row |= {k: round(v, 3) for k, v in r.items()}
         row["speedup_vs_real_run"] = round(r["real_wall_s"] / best, 1)
     return row
@@ -108,6 +109,7 @@ def bench_case(name: str, reruns: int, real: bool, tmp: Path) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--impl", default="aioquic", choices=("aioquic", "quinn"), help="stack (default aioquic)")
     ap.add_argument("--reruns", type=int, default=5, help="virtual runs per case (default 5)")
     ap.add_argument("--real", action="store_true", help="also run each case once in real time (root)")
     ap.add_argument("--only", default=",".join(CASES), help=f"cases, comma-separated ({', '.join(CASES)})")
@@ -117,8 +119,8 @@ def main() -> int:
         for name in a.only.split(","):
             if name not in CASES:
                 ap.error(f"--only: unknown case {name!r} (one of {', '.join(CASES)})")
-            results[name] = bench_case(name, a.reruns, a.real, Path(tmp))
-    print(json.dumps({"bench": "virtual", "size_bytes": SIZE, "cases": results}))
+            results[name] = bench_case(name, a.impl, a.reruns, a.real, Path(tmp))
+    print(json.dumps({"bench": "virtual", "impl": a.impl, "size_bytes": SIZE, "cases": results}))
     return 0
 
 

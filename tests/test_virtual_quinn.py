@@ -1,0 +1,129 @@
+"""quinn in virtual time (docs/virtual-time.md): the Rust harness quinn-virtual
+(harness/endpoints/rust/quinn-virtual) over the emulator's own core. A transfer
+completes and reads like a real-time run; drops keyed by index are declared lost,
+and nothing else is; reruns are byte-identical; bad input is named."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness import endpoints
+from harness.schedule import Action, IidLoss, LinkSettings, Schedule
+from harness.topology import EndpointOptions, TransferPlan
+from harness.virtual import quinn as quinn_virtual
+from harness.virtual import transfer, transfer_with_stats
+
+pytestmark = pytest.mark.skipif(not quinn_virtual.built(),
+                                reason=f"{quinn_virtual.BINARY} not built: run `make setup`")
+
+
+def _files(d: Path) -> dict[str, str]:
+    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def _lossy(seed: int) -> Schedule:
+    return Schedule.constant(seed, LinkSettings(rate_bps=20_000_000, delay_us=10_000, queue_bytes=60_000,
+                                                loss=IidLoss(0.02)))
+
+
+def test_transfer_completes_and_reads_like_a_real_time_run(tmp_path):
+    quinn = endpoints.load("quinn")
+    result, stats = transfer_with_stats(_lossy(5), tmp_path, quinn, TransferPlan(sizes=(300_000, 100_000)),
+                                        EndpointOptions(cc="newreno"))
+    assert result.ok, result.reason
+    assert result.bytes == 400_000 and result.unsupported is False
+    assert stats["link"]["s2c"]["dropped"]["loss_iid"] > 0 and stats["virtual_s"] > 0
+    saved = json.loads((tmp_path / "result.json").read_text())
+    assert saved["mode"] == "virtual" and saved["out_dir"] == "."
+    assert [p.name for p in (tmp_path / "server" / "qlog").iterdir()][0].startswith("server-")
+
+    from harness.groundtruth import read_log
+    from harness.observe.qlog import read_run
+    from harness.observe.wire import read_wire
+
+    traces = read_run(tmp_path, "quinn")
+    server = traces["server"]
+    assert len(server) == 1 and "clock: monotonic+applog" in server[0].notes
+    gt = read_log(tmp_path / "link.ndjson")
+    view = read_wire(tmp_path / "pcap" / "server.pcap", [tmp_path / "server" / "keys.log"],
+                     gt.header["start_unix_ns"])
+    view.check()
+    assert len(view.connections) == 1
+    version = json.loads((tmp_path / "server" / "app.ndjson").read_text().splitlines()[0])
+    assert (version["stack"], version["cc"], version["driver"]) == ("quinn", "newreno", "longlook-virtual")
+
+
+def test_index_drops_are_declared_lost_and_nothing_else_is(tmp_path):
+    """On a clean link, the server declares lost exactly the packets whose
+    datagrams the link dropped by index (by packet threshold: they are single
+    gaps in a steady flight), and no delivered packet."""
+    from harness.observe import events as ev
+    from harness.observe.join import audit_losses, join_run
+    from harness.observe.qlog import read_run
+
+    drops = tuple(Action(dir="s2c", index=i, action="drop") for i in (30, 60, 61, 120))
+    schedule = Schedule.constant(3, LinkSettings(rate_bps=20_000_000, delay_us=10_000, queue_bytes=200_000),
+                                 actions=drops)
+    result = transfer(schedule, tmp_path, endpoints.load("quinn"), TransferPlan(sizes=(600_000,)),
+                      EndpointOptions(cc="cubic"))
+    assert result.ok, result.reason
+    j = join_run(tmp_path, "server")
+    dropped = sorted(p.idx for p in j.packets if p.fate == "dropped")
+    assert dropped == [30, 60, 61, 120]
+    (trace,) = read_run(tmp_path, "quinn")["server"]
+    audit = audit_losses(j, trace.of(ev.PacketLost))
+    assert audit.spurious_declarations == [] and audit.unknown_declarations == []
+    assert audit.undeclared_drops == []
+    assert sorted(p.idx for p in audit.real_declarations) == [30, 60, 61, 120]
+
+
+def test_reruns_are_byte_identical_and_the_seed_reaches_everything(tmp_path):
+    quinn = endpoints.load("quinn")
+    plan, opts = TransferPlan(sizes=(200_000,)), EndpointOptions(cc="cubic")
+    for name, seed in (("a", 7), ("b", 7), ("c", 8)):
+        assert transfer(_lossy(seed), tmp_path / name, quinn, plan, opts).ok
+    a, b, c = (_files(tmp_path / n) for n in "abc")
+    assert a == b
+    # Another seed: other link fates and other entropy (TLS secrets, connection IDs).
+    assert a["link.ndjson"] != c["link.ndjson"]
+    assert a["server/keys.log"] != c["server/keys.log"]
+    assert a["pcap/server.pcap"] != c["pcap/server.pcap"]
+
+
+def test_options_quinn_cannot_honour_are_unsupported_not_errors(tmp_path):
+    result = transfer(_lossy(1), tmp_path, endpoints.load("quinn"), TransferPlan(sizes=(1000,)),
+                      EndpointOptions(cc="vegas"))
+    assert result.unsupported and not result.ok
+    assert "quinn has no cc" in result.reason and "newreno" in result.reason
+
+
+def test_a_timeout_in_virtual_time_is_a_failed_transfer(tmp_path):
+    blackhole = Schedule.constant(1, LinkSettings(blackhole=True))
+    result = transfer(blackhole, tmp_path, endpoints.load("quinn"), TransferPlan(sizes=(1000,)),
+                      EndpointOptions(timeout_s=5))
+    assert not result.ok and not result.unsupported
+    assert "connection lost" in result.reason or "LL_TIMEOUT_S=5 (virtual)" in result.reason, result.reason
+
+
+def test_binary_names_bad_input_and_the_fix(tmp_path):
+    def run(stdin: str, run_dir: Path = tmp_path):
+        return subprocess.run([str(quinn_virtual.BINARY), str(run_dir)], input=stdin, capture_output=True,
+                              text=True, check=False)
+
+    missing = run("{}")
+    assert missing.returncode == 2 and "schedule.json is missing" in missing.stderr
+    assert "harness/virtual" in missing.stderr
+    # A prepared directory, then a config with a bad field.
+    transfer(_lossy(1), tmp_path, endpoints.load("quinn"), TransferPlan(sizes=(1000,)), EndpointOptions())
+    not_json = run("seed=1")
+    assert not_json.returncode == 2 and "not JSON" in not_json.stderr
+    no_seed = run(json.dumps({"names": ["object-0-1000.bin"], "epoch_unix_ns": 0}))
+    assert no_seed.returncode == 2 and '"seed" is missing' in no_seed.stderr
+    bad_name = run(json.dumps({"names": ["../etc/passwd"], "seed": 1, "epoch_unix_ns": 0}))
+    assert bad_name.returncode == 2 and "not a plain file name" in bad_name.stderr
