@@ -225,3 +225,17 @@ def test_replay_prefers_the_build_that_failed(docker_ready, tmp_path):
     assert _replay_backend({"backend": "docker", "image": IMAGE}, tmp_path) == ["--backend", "docker", "--image", IMAGE]
     assert _replay_backend({"backend": "local", "command": ["/bin/ep", "a b"]}, tmp_path) == ["--impl-cmd", "/bin/ep 'a b'"]
     assert _replay_backend({"backend": "local"}, tmp_path) == []
+
+
+@pytest.mark.parametrize("stack", ["aioquic", "picoquic", "quic-go", "quiche", "quinn"])
+def test_each_of_our_images_transfers(docker_ready, stack, tmp_path):
+    """Every image docker/Dockerfile makes runs its endpoint (skips one not built here)."""
+    image = f"longlook/{stack}:latest"
+    try:
+        containers.image_id(image)
+    except DockerError as e:
+        pytest.skip(f"{e} (DOCKER_STACKS={stack} make docker-images)")
+    with DockerTestbed(_schedule(loss=0.01), tmp_path, image) as bed:
+        result = bed.transfer(endpoints.load(stack), TransferPlan(sizes=(300_000,)), EndpointOptions(timeout_s=30))
+    assert result.ok, result.reason
+    assert list((tmp_path / "server" / "qlog").iterdir()), "no server qlog"
