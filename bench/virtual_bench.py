@@ -17,6 +17,12 @@ One more run without qlog shows what the stack alone costs.
 With --real (root; namespaces) each case also runs once in real time: its wall
 time from the client's start to exit, and its goodput next to the virtual one.
 
+With --cross-check (root) it instead runs, once virtual and once real each, a grid
+of 8 schedules (5 or 20 Mbit/s × 20 or 80 ms RTT × 0 or 1% iid loss, queue one
+BDP, one 2 MB object; goodput of each mode and their ratio), and one schedule of
+index drops on a clean link (which datagrams each mode's sender declared lost,
+from the ground-truth join, and how many declarations were spurious).
+
 Prints one JSON line on stdout; progress goes to stderr.
 """
 
@@ -107,13 +113,78 @@ def bench_case(name: str, impl: str, reruns: int, real: bool, tmp: Path) -> dict
     return row
 
 
+GRID = [dict(rate_bps=r, rtt_us=t, loss=l, queue_bytes=None)
+        for r in (5_000_000, 20_000_000) for t in (20_000, 80_000) for l in (0.0, 0.01)]
+GRID_SIZE = 2_000_000
+DROP_IDX = (30, 60, 61, 120)
+
+
+def _transfer(mode: str, schedule, out: Path, impl: str, size: int):
+    plan, opts = TransferPlan(sizes=(size,)), EndpointOptions(cc="cubic", timeout_s=120)
+    if mode == "virtual":
+        from harness.virtual import transfer
+
+        result = transfer(schedule, out, endpoints.load(impl), plan, opts)
+    else:
+        from harness.topology import Testbed
+
+        with Testbed(schedule, out) as bed:
+            result = bed.transfer(endpoints.load(impl), plan, opts)
+    if not result.ok:
+        raise SystemExit(f"{out.name}: {mode} transfer failed: {result.reason}")
+    return result
+
+
+def _declared_lost(run_dir: Path, impl: str) -> dict:
+    from harness.observe import events as ev
+    from harness.observe.join import audit_losses, join_run
+    from harness.observe.qlog import read_run
+
+    j = join_run(run_dir, "server")
+    (trace,) = read_run(run_dir, impl)["server"]
+    audit = audit_losses(j, trace.of(ev.PacketLost))
+    return {"dropped_idx": sorted(p.idx for p in j.packets if p.fate == "dropped"),
+            "declared_idx": sorted(p.idx for p in audit.real_declarations),
+            "spurious": len(audit.spurious_declarations), "undeclared": len(audit.undeclared_drops)}
+
+
+def cross_check(impl: str, tmp: Path) -> dict:
+    from harness.schedule import Action, LinkSettings, Schedule
+
+    grid = []
+    for i, case in enumerate(GRID):
+        schedule = link_schedule(seed=1, **case)
+        row = {"rate_mbps": case["rate_bps"] / 1e6, "rtt_ms": case["rtt_us"] / 1e3, "loss": case["loss"]}
+        for mode in ("virtual", "real"):
+            r = _transfer(mode, schedule, tmp / f"grid{i}-{mode}", impl, GRID_SIZE)
+            row[f"{mode}_goodput_mbps"] = round(r.goodput_bps / 1e6, 3)
+        row["ratio"] = round(row["virtual_goodput_mbps"] / row["real_goodput_mbps"], 3)
+        print(f"grid {row}", file=sys.stderr)
+        grid.append(row)
+    drops = Schedule.constant(3, LinkSettings(rate_bps=20_000_000, delay_us=10_000, queue_bytes=200_000),
+                              actions=tuple(Action(dir="s2c", index=i, action="drop") for i in DROP_IDX))
+    losses = {}
+    for mode in ("virtual", "real"):
+        out = tmp / f"drops-{mode}"
+        _transfer(mode, drops, out, impl, 600_000)
+        losses[mode] = _declared_lost(out, impl)
+    return {"grid": grid, "max_goodput_deviation": round(max(abs(r["ratio"] - 1) for r in grid), 3),
+            "drops": losses, "same_declarations": losses["virtual"]["declared_idx"] == losses["real"]["declared_idx"]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--impl", default="aioquic", choices=("aioquic", "quinn"), help="stack (default aioquic)")
     ap.add_argument("--reruns", type=int, default=5, help="virtual runs per case (default 5)")
     ap.add_argument("--real", action="store_true", help="also run each case once in real time (root)")
     ap.add_argument("--only", default=",".join(CASES), help=f"cases, comma-separated ({', '.join(CASES)})")
+    ap.add_argument("--cross-check", action="store_true",
+                    help="instead: goodput on a grid and index-drop loss declarations, virtual vs real (root)")
     a = ap.parse_args()
+    if a.cross_check:
+        with tempfile.TemporaryDirectory(prefix="ll-vcheck-") as tmp:
+            print(json.dumps({"bench": "virtual-cross-check", "impl": a.impl} | cross_check(a.impl, Path(tmp))))
+        return 0
     results = {}
     with tempfile.TemporaryDirectory(prefix="ll-vbench-") as tmp:
         for name in a.only.split(","):
