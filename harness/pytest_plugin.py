@@ -116,8 +116,7 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError("--image needs --backend docker")
         os.environ["LONGLOOK_IMAGE"] = config.getoption("--image")
     if config.getoption("--impl-cmd"):
-        if config.getoption("--backend") != "local" or config.getoption("--mode") != "real":
-            raise pytest.UsageError("--impl-cmd runs a local program in the namespaces: not with --backend docker or --mode virtual")
+        _check_impl_cmd(config)
         os.environ["LONGLOOK_IMPL_CMD"] = config.getoption("--impl-cmd")
     # Read by harness.runner.run_example for every example.
     os.environ["LONGLOOK_MODE"] = config.getoption("--mode")
@@ -133,6 +132,23 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: long runs or repetitions; fixed @example cases only under the ci profile")
 
 
+def _check_impl_cmd(config: pytest.Config) -> None:
+    """Bad --impl-cmd input as one line, before collection (where it would print frames)."""
+    from harness.commands import parse
+    from harness.endpoints import StackError
+
+    if config.getoption("--backend") != "local" or config.getoption("--mode") != "real":
+        raise pytest.UsageError("--impl-cmd runs a local program in the namespaces: not with --backend docker or --mode virtual")
+    names = config.getoption("--impl")
+    if not config.getoption("--longlook-replay") and (not names or "," in names):
+        raise pytest.UsageError("--impl-cmd runs one program: give a single --impl whose qlog dialect and CC list it "
+                                "shares (e.g. --impl aioquic)")
+    try:
+        parse(config.getoption("--impl-cmd"), "--impl-cmd")
+    except StackError as e:
+        raise pytest.UsageError(str(e)) from None
+
+
 def _targets(config: pytest.Config):
     from harness import endpoints
     from harness.endpoints import StackError
@@ -141,15 +157,15 @@ def _targets(config: pytest.Config):
     replay = os.environ.get(REPLAY_ENV)
     if replay:
         saved = json.loads((Path(replay) / "example.json").read_text())
-        return [Target.parse(saved["stack"], saved["cc"])]
+        try:
+            return [Target.parse(saved["stack"], saved["cc"])]
+        except StackError as e:
+            raise pytest.UsageError(f"cannot replay {replay}: {e}") from None
     from harness import docker_backend
 
     names = config.getoption("--impl")
     cc = config.getoption("--cc")
     load = docker_backend.load_for_run
-    if config.getoption("--impl-cmd") and (not names or "," in names):
-        raise pytest.UsageError("--impl-cmd runs one program: give a single --impl whose qlog dialect and CC list it "
-                                "shares (e.g. --impl aioquic)")
     if config.getoption("--backend") == "docker":
         if not names:
             raise pytest.UsageError(f"--backend docker: name the stacks with --impl (one of {', '.join(docker_backend.stack_names())})")
