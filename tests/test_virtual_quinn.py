@@ -83,6 +83,24 @@ def test_index_drops_are_declared_lost_and_nothing_else_is(tmp_path):
     assert sorted(p.idx for p in audit.real_declarations) == [30, 60, 61, 120]
 
 
+def test_a_ce_mark_by_the_link_reaches_quinn(tmp_path):
+    """quinn sends ECT(0) and the harness carries the IP header's ECN bits both ways,
+    as quinn-udp does in real time: one CE-marked datagram halves NewReno's window
+    with no loss."""
+    from harness.observe import events as ev
+    from harness.observe.qlog import read_run
+
+    schedule = Schedule.constant(3, LinkSettings(rate_bps=20_000_000, delay_us=10_000, queue_bytes=200_000),
+                                 actions=(Action(dir="s2c", index=40, action="ce"),))
+    assert transfer(schedule, tmp_path, endpoints.load("quinn"), TransferPlan(sizes=(600_000,)),
+                    EndpointOptions(cc="newreno")).ok
+    (trace,) = read_run(tmp_path, "quinn")["server"]
+    assert trace.of(ev.PacketLost) == []
+    cwnd = [m.congestion_window for m in trace.of(ev.Metrics) if m.congestion_window]
+    cuts = [(a, b) for a, b in zip(cwnd, cwnd[1:]) if b < a]
+    assert len(cuts) == 1 and cuts[0][1] == pytest.approx(cuts[0][0] / 2, rel=0.05), cuts
+
+
 def test_reruns_are_byte_identical_and_the_seed_reaches_everything(tmp_path):
     quinn = endpoints.load("quinn")
     plan, opts = TransferPlan(sizes=(200_000,)), EndpointOptions(cc="cubic")
