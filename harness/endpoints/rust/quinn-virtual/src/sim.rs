@@ -41,7 +41,8 @@ impl Clock {
         self.base + Duration::from_nanos(ns)
     }
 
-    /// Rounds up, so a timer is never fired before its Instant.
+    /// Exact: Instants and Durations are whole ns, and every Instant quinn-proto
+    /// hands back is one of ours plus a Duration.
     pub fn ns(&self, t: Instant) -> u64 {
         let d = t.saturating_duration_since(self.base);
         d.as_nanos() as u64
