@@ -1,0 +1,35 @@
+"""The bounds properties derive from a schedule, checked by hand-worked examples:
+a wrong bound would make a property pass or fail for the wrong reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.strategies import BaseLink
+from properties.test_bandwidth_drop import DroppedPath, drop
+
+
+def test_drop_path_reads_the_schedule():
+    p = DroppedPath(drop(BaseLink(rate_bps=10_000_000, rtt_us=40_000), 2000))
+    assert (p.t0_us, p.rate_old, p.rate_new, p.rtt_us) == (2_000_000, 10_000_000, 1_000_000, 40_000)
+    # The queue stays at one BDP of the old rate: 50 kB, 400 ms to drain at 1 Mbit/s.
+    assert p.queue == 50_000 and p.full_buffer_us == pytest.approx(400_000)
+
+
+@pytest.mark.parametrize("beta, rounds", [(0.5, 3), (0.7, 4), (0.9, 8)])
+def test_settle_time_is_the_reductions_beta_needs_plus_two_round_trips(beta, rounds):
+    # Window before the drop ≤ BDP_old + queue = 100 kB; the slower path holds
+    # BDP_new + queue = 55 kB: a factor 1.82, i.e. log(1.82)/log(1/β) reductions.
+    p = DroppedPath(drop(BaseLink(rate_bps=10_000_000, rtt_us=40_000), 2000))
+    assert p.settle_us(beta) == pytest.approx(rounds * (40_000 + 400_000))
+
+
+def test_a_mild_drop_still_allows_one_reduction():
+    p = DroppedPath(drop(BaseLink(rate_bps=10_000_000, rtt_us=40_000), 2000, fraction=0.95))
+    assert p.settle_us(0.5) == pytest.approx(3 * (40_000 + p.full_buffer_us))
+
+
+def test_the_plan_outlasts_the_settle_time_at_the_new_rate():
+    p = DroppedPath(drop(BaseLink(rate_bps=20_000_000, rtt_us=80_000), 3000))
+    after = p.plan().sizes[0] - 0.8 * p.rate_old * p.t0_us / 8e6
+    assert after * 8e6 / p.rate_new >= p.settle_us(0.7) + 4e6
