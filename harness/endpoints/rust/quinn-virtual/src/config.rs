@@ -45,17 +45,26 @@ fn field<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
 
 fn uint(v: &Value, name: &str, default: Option<u64>) -> Result<u64, Bad> {
     match field(v, name) {
-        None => default.ok_or_else(|| Bad::Input(format!("config: \"{name}\" is missing (a non-negative integer)"))),
-        Some(x) => x
-            .as_u64()
-            .ok_or_else(|| Bad::Input(format!("config: \"{name}\" is {x}, not a non-negative integer"))),
+        None => default.ok_or_else(|| {
+            Bad::Input(format!(
+                "config: \"{name}\" is missing (a non-negative integer)"
+            ))
+        }),
+        Some(x) => x.as_u64().ok_or_else(|| {
+            Bad::Input(format!(
+                "config: \"{name}\" is {x}, not a non-negative integer"
+            ))
+        }),
     }
 }
 
 impl Config {
     pub fn parse(text: &str, run_dir: PathBuf) -> Result<Config, Bad> {
-        let v: Value = serde_json::from_str(text)
-            .map_err(|e| Bad::Input(format!("config on stdin is not JSON ({e}); give one object, e.g. {{\"names\": [\"f\"]}}")))?;
+        let v: Value = serde_json::from_str(text).map_err(|e| {
+            Bad::Input(format!(
+                "config on stdin is not JSON ({e}); give one object, e.g. {{\"names\": [\"f\"]}}"
+            ))
+        })?;
         if !v.is_object() {
             return Err(Bad::Input("config on stdin must be a JSON object".into()));
         }
@@ -70,39 +79,76 @@ impl Config {
         let names: Vec<String> = match field(&v, "names").and_then(Value::as_array) {
             Some(a) if !a.is_empty() => a
                 .iter()
-                .map(|n| n.as_str().map(str::to_string).ok_or_else(|| Bad::Input(format!("config: name {n} is not a string"))))
+                .map(|n| {
+                    n.as_str()
+                        .map(str::to_string)
+                        .ok_or_else(|| Bad::Input(format!("config: name {n} is not a string")))
+                })
                 .collect::<Result<_, _>>()?,
-            _ => return Err(Bad::Input("config: \"names\" must be a non-empty list of object names in www/".into())),
+            _ => {
+                return Err(Bad::Input(
+                    "config: \"names\" must be a non-empty list of object names in www/".into(),
+                ))
+            }
         };
         for n in &names {
-            if n.is_empty() || n.contains('/') || n == ".." || !run_dir.join("www").join(n).is_file() {
-                return Err(Bad::Input(format!("config: object {n:?} is not a plain file name in {}/www", run_dir.display())));
+            if n.is_empty()
+                || n.contains('/')
+                || n == ".."
+                || !run_dir.join("www").join(n).is_file()
+            {
+                return Err(Bad::Input(format!(
+                    "config: object {n:?} is not a plain file name in {}/www",
+                    run_dir.display()
+                )));
             }
         }
-        let testcase = match field(&v, "testcase").and_then(Value::as_str).unwrap_or("multiplexing") {
+        let testcase = match field(&v, "testcase")
+            .and_then(Value::as_str)
+            .unwrap_or("multiplexing")
+        {
             "transfer" => Testcase::Transfer,
             "multiplexing" => Testcase::Multiplexing,
             "appidle" => Testcase::Appidle,
-            other => return Err(Bad::Unsupported(format!("testcase {other:?} (transfer, multiplexing or appidle)"))),
+            other => {
+                return Err(Bad::Unsupported(format!(
+                    "testcase {other:?} (transfer, multiplexing or appidle)"
+                )))
+            }
         };
-        let cc_name = field(&v, "cc").and_then(Value::as_str).unwrap_or(cc::DEFAULT).to_ascii_lowercase();
-        let cc = cc::lookup(&cc_name)
-            .ok_or_else(|| Bad::Unsupported(format!("quinn has no cc {cc_name:?}; known: {}", cc::names().join(", "))))?;
+        let cc_name = field(&v, "cc")
+            .and_then(Value::as_str)
+            .unwrap_or(cc::DEFAULT)
+            .to_ascii_lowercase();
+        let cc = cc::lookup(&cc_name).ok_or_else(|| {
+            Bad::Unsupported(format!(
+                "quinn has no cc {cc_name:?}; known: {}",
+                cc::names().join(", ")
+            ))
+        })?;
         let mds = uint(&v, "max_datagram_size", Some(1252))?;
         if !(1200..=65527).contains(&mds) {
-            return Err(Bad::Unsupported(format!("max_datagram_size {mds} is outside QUIC's 1200..=65527")));
+            return Err(Bad::Unsupported(format!(
+                "max_datagram_size {mds} is outside QUIC's 1200..=65527"
+            )));
         }
         let initial_window = match field(&v, "initial_window") {
             None => None,
             Some(_) => Some(uint(&v, "initial_window", None)?).filter(|&w| w > 0),
         };
-        let timeout_s = field(&v, "timeout_s").map_or(Some(60.0), Value::as_f64).filter(|t| *t > 0.0 && t.is_finite());
+        let timeout_s = field(&v, "timeout_s")
+            .map_or(Some(60.0), Value::as_f64)
+            .filter(|t| *t > 0.0 && t.is_finite());
         let Some(timeout_s) = timeout_s else {
-            return Err(Bad::Input("config: \"timeout_s\" must be a positive number of (virtual) seconds".into()));
+            return Err(Bad::Input(
+                "config: \"timeout_s\" must be a positive number of (virtual) seconds".into(),
+            ));
         };
         let flow_window = uint(&v, "flow_window", Some(64 << 20))?;
         if flow_window >= 1 << 62 {
-            return Err(Bad::Unsupported(format!("flow_window {flow_window} exceeds 2^62")));
+            return Err(Bad::Unsupported(format!(
+                "flow_window {flow_window} exceeds 2^62"
+            )));
         }
         Ok(Config {
             run_dir,

@@ -67,7 +67,10 @@ impl Entropy {
 
     /// The reset-token HMAC key quinn-proto's EndpointConfig::default would draw.
     pub fn hmac_key(&self) -> Arc<ring::hmac::Key> {
-        Arc::new(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &self.bytes::<64>()))
+        Arc::new(ring::hmac::Key::new(
+            ring::hmac::HMAC_SHA256,
+            &self.bytes::<64>(),
+        ))
     }
 
     /// The address-validation token key ServerConfig::with_crypto would draw.
@@ -126,7 +129,10 @@ impl SupportedKxGroup for SeededX25519 {
         let public = private
             .compute_public_key()
             .map_err(|_| rustls::Error::General("X25519 public key".into()))?;
-        Ok(Box::new(X25519Share { private, public: public.as_ref().to_vec() }))
+        Ok(Box::new(X25519Share {
+            private,
+            public: public.as_ref().to_vec(),
+        }))
     }
 
     fn name(&self) -> NamedGroup {
@@ -163,14 +169,25 @@ impl ActiveKeyExchange for X25519Share {
 struct DeterministicEcdsa;
 
 impl KeyProvider for DeterministicEcdsa {
-    fn load_private_key(&self, der: PrivateKeyDer<'static>) -> Result<Arc<dyn SigningKey>, rustls::Error> {
+    fn load_private_key(
+        &self,
+        der: PrivateKeyDer<'static>,
+    ) -> Result<Arc<dyn SigningKey>, rustls::Error> {
         let PrivateKeyDer::Pkcs8(pkcs8) = der else {
             return Err(rustls::Error::General(
                 "virtual quinn: the server key must be PKCS#8 ECDSA P-256 (as harness/virtual/determinism.py writes it)".into(),
             ));
         };
-        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, pkcs8.secret_pkcs8_der(), &FixedByteRandom { byte: 0 })
-            .map_err(|e| rustls::Error::General(format!("virtual quinn: server key is not PKCS#8 ECDSA P-256: {e}")))?;
+        let pair = EcdsaKeyPair::from_pkcs8(
+            &ECDSA_P256_SHA256_ASN1_SIGNING,
+            pkcs8.secret_pkcs8_der(),
+            &FixedByteRandom { byte: 0 },
+        )
+        .map_err(|e| {
+            rustls::Error::General(format!(
+                "virtual quinn: server key is not PKCS#8 ECDSA P-256: {e}"
+            ))
+        })?;
         Ok(Arc::new(EcdsaKey(Arc::new(pair))))
     }
 }
@@ -238,9 +255,9 @@ impl TimeSource for VirtualWallClock {
 
 impl rustls::time_provider::TimeProvider for VirtualWallClock {
     fn current_time(&self) -> Option<rustls::pki_types::UnixTime> {
-        Some(rustls::pki_types::UnixTime::since_unix_epoch(Duration::from_nanos(
-            self.epoch_unix_ns + self.now_ns.load(Ordering::Relaxed),
-        )))
+        Some(rustls::pki_types::UnixTime::since_unix_epoch(
+            Duration::from_nanos(self.epoch_unix_ns + self.now_ns.load(Ordering::Relaxed)),
+        ))
     }
 }
 
@@ -250,7 +267,9 @@ pub struct KeyLogTo(Mutex<std::io::BufWriter<std::fs::File>>);
 
 impl KeyLogTo {
     pub fn create(path: &Path) -> std::io::Result<KeyLogTo> {
-        Ok(KeyLogTo(Mutex::new(std::io::BufWriter::new(std::fs::File::create(path)?))))
+        Ok(KeyLogTo(Mutex::new(std::io::BufWriter::new(
+            std::fs::File::create(path)?,
+        ))))
     }
 
     pub fn flush(&self) -> std::io::Result<()> {
@@ -267,6 +286,11 @@ impl fmt::Debug for KeyLogTo {
 impl rustls::KeyLog for KeyLogTo {
     fn log(&self, label: &str, client_random: &[u8], secret: &[u8]) {
         let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-        let _ = writeln!(self.0.lock().unwrap(), "{label} {} {}", hex(client_random), hex(secret));
+        let _ = writeln!(
+            self.0.lock().unwrap(),
+            "{label} {} {}",
+            hex(client_random),
+            hex(secret)
+        );
     }
 }

@@ -16,9 +16,9 @@ use link_core::Dir;
 use ll_endpoint_common::{exit, hex, hq, linger};
 use quinn_proto::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn_proto::{
-    ClientConfig, Connection, ConnectionHandle, ConnectionId, DatagramEvent, EcnCodepoint, Endpoint, EndpointConfig, Event,
-    Incoming, QlogConfig, QlogStream, ReadError, ServerConfig, StreamEvent, StreamId, Transmit, TransportConfig, VarInt,
-    WriteError,
+    ClientConfig, Connection, ConnectionHandle, ConnectionId, DatagramEvent, EcnCodepoint,
+    Endpoint, EndpointConfig, Event, Incoming, QlogConfig, QlogStream, ReadError, ServerConfig,
+    StreamEvent, StreamId, Transmit, TransportConfig, VarInt, WriteError,
 };
 use serde_json::{json, Value};
 
@@ -53,9 +53,11 @@ pub struct AppLog(BufWriter<File>);
 impl AppLog {
     fn create(path: &Path, cc: &str, epoch_unix_ns: u64) -> std::io::Result<AppLog> {
         let mut log = AppLog(BufWriter::new(File::create(path)?));
-        log.line(json!({"event": "version", "stack": "quinn", "version": VERSION, "cc": cc,
+        log.line(
+            json!({"event": "version", "stack": "quinn", "version": VERSION, "cc": cc,
                         "quinn_proto": PROTO_VERSION, "driver": "longlook-virtual",
-                        "t_us": 0, "wall_us": epoch_unix_ns / 1000}));
+                        "t_us": 0, "wall_us": epoch_unix_ns / 1000}),
+        );
         Ok(log)
     }
 
@@ -91,7 +93,10 @@ impl Side {
 
     fn send(&mut self, io: &mut LinkIo, now: u64, t: &Transmit, buf: &[u8]) -> Result<(), String> {
         let SocketAddr::V4(dst) = t.destination else {
-            return Err(format!("{}: quinn sent to {} (the virtual link is IPv4 only)", self.name, t.destination));
+            return Err(format!(
+                "{}: quinn sent to {} (the virtual link is IPv4 only)",
+                self.name, t.destination
+            ));
         };
         let ecn = t.ecn.map_or(0, |e| e as u8);
         let seg = t.segment_size.unwrap_or(t.size).max(1);
@@ -106,8 +111,16 @@ impl Side {
     /// Application events so far; sends what the connection has; passes
     /// endpoint events on. `again` when an endpoint event may have given the
     /// connection more to do.
-    fn pump(&mut self, clock: &Clock, now: u64, buf: &mut Vec<u8>, io: &mut LinkIo) -> Result<(Vec<Event>, bool), String> {
-        let Some((ch, conn)) = self.conn.as_mut() else { return Ok((Vec::new(), false)) };
+    fn pump(
+        &mut self,
+        clock: &Clock,
+        now: u64,
+        buf: &mut Vec<u8>,
+        io: &mut LinkIo,
+    ) -> Result<(Vec<Event>, bool), String> {
+        let Some((ch, conn)) = self.conn.as_mut() else {
+            return Ok((Vec::new(), false));
+        };
         let ch = *ch;
         let mut events = Vec::new();
         while let Some(e) = conn.poll() {
@@ -142,17 +155,40 @@ impl Side {
 pub trait Host {
     fn side(&mut self) -> &mut Side;
     fn on_event(&mut self, now: u64, event: Event);
-    fn accept(&mut self, clock: &Clock, now: u64, incoming: Incoming, buf: &mut Vec<u8>, io: &mut LinkIo) -> Result<(), String>;
+    fn accept(
+        &mut self,
+        clock: &Clock,
+        now: u64,
+        incoming: Incoming,
+        buf: &mut Vec<u8>,
+        io: &mut LinkIo,
+    ) -> Result<(), String>;
     fn app_deadline(&self) -> Option<u64>;
     fn on_app_timer(&mut self, clock: &Clock, now: u64);
 
     /// A datagram arrived from `from` with ECN bits `ecn`.
     #[allow(clippy::too_many_arguments)]
-    fn receive(&mut self, clock: &Clock, now: u64, from: SocketAddrV4, ecn: u8, payload: &[u8], buf: &mut Vec<u8>, io: &mut LinkIo) -> Result<(), String> {
+    fn receive(
+        &mut self,
+        clock: &Clock,
+        now: u64,
+        from: SocketAddrV4,
+        ecn: u8,
+        payload: &[u8],
+        buf: &mut Vec<u8>,
+        io: &mut LinkIo,
+    ) -> Result<(), String> {
         let side = self.side();
         buf.clear();
         let local = Some(IpAddr::V4(*side.addr.ip()));
-        let event = side.endpoint.handle(clock.at(now), SocketAddr::V4(from), local, EcnCodepoint::from_bits(ecn), BytesMut::from(payload), buf);
+        let event = side.endpoint.handle(
+            clock.at(now),
+            SocketAddr::V4(from),
+            local,
+            EcnCodepoint::from_bits(ecn),
+            BytesMut::from(payload),
+            buf,
+        );
         match event {
             Some(DatagramEvent::ConnectionEvent(ch, ev)) => {
                 if let Some((h, conn)) = side.conn.as_mut() {
@@ -162,7 +198,9 @@ pub trait Host {
                 }
                 Ok(())
             }
-            Some(DatagramEvent::NewConnection(incoming)) => self.accept(clock, now, incoming, buf, io),
+            Some(DatagramEvent::NewConnection(incoming)) => {
+                self.accept(clock, now, incoming, buf, io)
+            }
             Some(DatagramEvent::Response(t)) => {
                 let bytes = buf[..t.size].to_vec();
                 side.send(io, now, &t, &bytes)
@@ -172,7 +210,13 @@ pub trait Host {
     }
 
     /// Hands events to the application until neither it nor the endpoint has more.
-    fn react(&mut self, clock: &Clock, now: u64, buf: &mut Vec<u8>, io: &mut LinkIo) -> Result<(), String> {
+    fn react(
+        &mut self,
+        clock: &Clock,
+        now: u64,
+        buf: &mut Vec<u8>,
+        io: &mut LinkIo,
+    ) -> Result<(), String> {
         for _ in 0..REACT_LIMIT {
             let (events, again) = self.side().pump(clock, now, buf, io)?;
             if events.is_empty() && !again {
@@ -182,7 +226,10 @@ pub trait Host {
                 self.on_event(now, e);
             }
         }
-        Err(format!("{}: still reacting after {REACT_LIMIT} rounds at {now} ns", self.side().name))
+        Err(format!(
+            "{}: still reacting after {REACT_LIMIT} rounds at {now} ns",
+            self.side().name
+        ))
     }
 }
 
@@ -198,19 +245,27 @@ fn transport(config: &Config, qlog: Option<QlogStream>) -> TransportConfig {
         .min_mtu(mds)
         .mtu_discovery_config(None)
         .max_concurrent_bidi_streams(VarInt::from_u32(1000))
-        .congestion_controller_factory((config.cc.build)(config.initial_window.map(|p| p * mds as u64)))
+        .congestion_controller_factory((config.cc.build)(
+            config.initial_window.map(|p| p * mds as u64),
+        ))
         .qlog_stream(qlog);
     t
 }
 
 /// `{role}/qlog/{role}-{ODCID}.sqlog`, as the real endpoint names it. The origin
 /// is virtual time 0, stated as the monotonic reference our endpoints write.
-fn qlog(config: &Config, clock: &Clock, role: &str, odcid: &[u8]) -> Result<Option<QlogStream>, String> {
+fn qlog(
+    config: &Config,
+    clock: &Clock,
+    role: &str,
+    odcid: &[u8],
+) -> Result<Option<QlogStream>, String> {
     if !config.qlog {
         return Ok(None);
     }
     let dir = config.run_dir.join(role).join("qlog");
-    let file = exit::qlog_file(&dir, role, &hex(odcid)).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let file =
+        exit::qlog_file(&dir, role, &hex(odcid)).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut q = QlogConfig::default();
     q.writer(Box::new(file))
         .title(Some(format!("longlook quinn {VERSION} {role}")))
@@ -219,13 +274,26 @@ fn qlog(config: &Config, clock: &Clock, role: &str, odcid: &[u8]) -> Result<Opti
     Ok(q.into_stream())
 }
 
-fn side(config: &Config, role: &'static str, addr: SocketAddrV4, entropy: &Entropy, server: Option<Arc<ServerConfig>>) -> Result<Side, String> {
+fn side(
+    config: &Config,
+    role: &'static str,
+    addr: SocketAddrV4,
+    entropy: &Entropy,
+    server: Option<Arc<ServerConfig>>,
+) -> Result<Side, String> {
     let dir = config.run_dir.join(role);
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let keylog = Arc::new(KeyLogTo::create(&dir.join("keys.log")).map_err(|e| format!("keys.log: {e}"))?);
-    let applog = AppLog::create(&dir.join("app.ndjson"), config.cc.name, config.epoch_unix_ns).map_err(|e| format!("app.ndjson: {e}"))?;
+    let keylog =
+        Arc::new(KeyLogTo::create(&dir.join("keys.log")).map_err(|e| format!("keys.log: {e}"))?);
+    let applog = AppLog::create(
+        &dir.join("app.ndjson"),
+        config.cc.name,
+        config.epoch_unix_ns,
+    )
+    .map_err(|e| format!("app.ndjson: {e}"))?;
     let mut ec = EndpointConfig::new(entropy.hmac_key());
-    ec.max_udp_payload_size(config.max_datagram_size).map_err(|e| e.to_string())?;
+    ec.max_udp_payload_size(config.max_datagram_size)
+        .map_err(|e| e.to_string())?;
     let cids = entropy.clone();
     ec.cid_generator(move || Box::new(SeededCids(cids.clone())));
     let endpoint = Endpoint::new(Arc::new(ec), server, true, Some(entropy.bytes::<32>()));
@@ -245,7 +313,10 @@ fn side(config: &Config, role: &'static str, addr: SocketAddrV4, entropy: &Entro
 }
 
 fn wall_clock(config: &Config, clock: &Clock) -> Arc<VirtualWallClock> {
-    Arc::new(VirtualWallClock { epoch_unix_ns: config.epoch_unix_ns, now_ns: clock.now_ns.clone() })
+    Arc::new(VirtualWallClock {
+        epoch_unix_ns: config.epoch_unix_ns,
+        now_ns: clock.now_ns.clone(),
+    })
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -273,23 +344,32 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn new(config: &Config, clock: &Clock, addr: SocketAddrV4, server: SocketAddrV4) -> Result<Client, String> {
+    pub fn new(
+        config: &Config,
+        clock: &Clock,
+        addr: SocketAddrV4,
+        server: SocketAddrV4,
+    ) -> Result<Client, String> {
         let entropy = Entropy::new(config.seed, "client");
         let side = side(config, "client", addr, &entropy, None)?;
         let provider = entropy.provider();
-        let mut tls = rustls::ClientConfig::builder_with_details(provider.clone(), wall_clock(config, clock))
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .map_err(|e| e.to_string())?
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(tls::AnyServer(provider)))
-            .with_no_client_auth();
+        let mut tls =
+            rustls::ClientConfig::builder_with_details(provider.clone(), wall_clock(config, clock))
+                .with_protocol_versions(&[&rustls::version::TLS13])
+                .map_err(|e| e.to_string())?
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(tls::AnyServer(provider)))
+                .with_no_client_auth();
         tls.alpn_protocols = vec![hq::ALPN.to_vec()];
         tls.key_log = side.keylog.clone();
         let crypto = QuicClientConfig::try_from(tls).map_err(|e| e.to_string())?;
         // The original DCID is chosen here, as the real client does, to name the qlog.
         let odcid = entropy.bytes::<8>();
         let mut cc = ClientConfig::new(Arc::new(crypto));
-        cc.transport_config(Arc::new(transport(config, qlog(config, clock, "client", &odcid)?)));
+        cc.transport_config(Arc::new(transport(
+            config,
+            qlog(config, clock, "client", &odcid)?,
+        )));
         let cid = ConnectionId::new(&odcid);
         cc.initial_dst_cid_provider(Arc::new(move || cid));
         let downloads = config.run_dir.join("client").join("downloads");
@@ -332,12 +412,16 @@ impl Client {
     }
 
     fn conn(&mut self) -> &mut Connection {
-        self.side.conn_mut().expect("the client's connection exists while it has requests")
+        self.side
+            .conn_mut()
+            .expect("the client's connection exists while it has requests")
     }
 
     fn request(&mut self, name: String, now: u64) {
         let Some(id) = self.conn().streams().open(quinn_proto::Dir::Bi) else {
-            return self.fail(format!("no stream available for {name} (the server allows too few)"));
+            return self.fail(format!(
+                "no stream available for {name} (the server allows too few)"
+            ));
         };
         let stream = u64::from(VarInt::from(id));
         self.side.applog.event(now, "request_start", stream, 0);
@@ -350,8 +434,12 @@ impl Client {
     }
 
     fn read(&mut self, id: StreamId, now: u64) {
-        let Some((_, buf)) = self.pending.get_mut(&id) else { return };
-        let Some(conn) = self.side.conn.as_mut().map(|(_, c)| c) else { return };
+        let Some((_, buf)) = self.pending.get_mut(&id) else {
+            return;
+        };
+        let Some(conn) = self.side.conn.as_mut().map(|(_, c)| c) else {
+            return;
+        };
         let outcome: Result<bool, String> = (|| {
             let mut recv = conn.recv_stream(id);
             let mut chunks = recv.read(true).map_err(|e| e.to_string())?;
@@ -388,7 +476,9 @@ impl Client {
         }
         let stream = u64::from(VarInt::from(id));
         self.last_stream = stream;
-        self.side.applog.event(now, "request_done", stream, data.len() as u64);
+        self.side
+            .applog
+            .event(now, "request_done", stream, data.len() as u64);
         if !self.pending.is_empty() {
             return;
         }
@@ -425,7 +515,11 @@ impl Host for Client {
         match event {
             Event::Connected if self.phase == Phase::Handshake => {
                 self.phase = Phase::Requests;
-                let batch = if self.testcase == Testcase::Multiplexing { self.queue.len() } else { 1 };
+                let batch = if self.testcase == Testcase::Multiplexing {
+                    self.queue.len()
+                } else {
+                    1
+                };
                 for _ in 0..batch {
                     if let Some(name) = self.queue.pop_front() {
                         self.request(name, now);
@@ -445,7 +539,14 @@ impl Host for Client {
         }
     }
 
-    fn accept(&mut self, _: &Clock, _: u64, incoming: Incoming, _: &mut Vec<u8>, _: &mut LinkIo) -> Result<(), String> {
+    fn accept(
+        &mut self,
+        _: &Clock,
+        _: u64,
+        incoming: Incoming,
+        _: &mut Vec<u8>,
+        _: &mut LinkIo,
+    ) -> Result<(), String> {
         self.side.endpoint.ignore(incoming);
         Ok(())
     }
@@ -466,7 +567,11 @@ impl Host for Client {
             Phase::Linger => {
                 self.phase = Phase::Closing;
                 if let Some(conn) = self.side.conn_mut() {
-                    conn.close(clock.at(now), VarInt::from_u32(0), bytes::Bytes::from_static(b"done"));
+                    conn.close(
+                        clock.at(now),
+                        VarInt::from_u32(0),
+                        bytes::Bytes::from_static(b"done"),
+                    );
                 }
                 self.wake = Some(now + DRAIN_LIMIT_NS);
             }
@@ -511,7 +616,9 @@ impl Server {
         tls.key_log = side.keylog.clone();
         let crypto = Arc::new(QuicServerConfig::try_from(tls).map_err(|e| e.to_string())?);
         let mut default = ServerConfig::new(crypto.clone(), token_key.clone());
-        default.transport_config(Arc::new(transport(config, None))).time_source(wall.clone());
+        default
+            .transport_config(Arc::new(transport(config, None)))
+            .time_source(wall.clone());
         side.endpoint.set_server_config(Some(Arc::new(default)));
         Ok(Server {
             side,
@@ -540,15 +647,21 @@ impl Server {
                 return;
             }
         };
-        self.side.applog.event(now, "request_start", stream, data.len() as u64);
+        self.side
+            .applog
+            .event(now, "request_start", stream, data.len() as u64);
         self.answered.insert(id, data.len() as u64);
         self.sending.insert(id, Outgoing { data, written: 0 });
         self.write(id);
     }
 
     fn write(&mut self, id: StreamId) {
-        let Some(out) = self.sending.get_mut(&id) else { return };
-        let Some(conn) = self.side.conn.as_mut().map(|(_, c)| c) else { return };
+        let Some(out) = self.sending.get_mut(&id) else {
+            return;
+        };
+        let Some(conn) = self.side.conn.as_mut().map(|(_, c)| c) else {
+            return;
+        };
         let mut s = conn.send_stream(id);
         while out.written < out.data.len() {
             match s.write(&out.data[out.written..]) {
@@ -566,10 +679,16 @@ impl Server {
     }
 
     fn read_request(&mut self, id: StreamId, now: u64) {
-        let Some(buf) = self.requests.get_mut(&id) else { return };
-        let Some(conn) = self.side.conn.as_mut().map(|(_, c)| c) else { return };
+        let Some(buf) = self.requests.get_mut(&id) else {
+            return;
+        };
+        let Some(conn) = self.side.conn.as_mut().map(|(_, c)| c) else {
+            return;
+        };
         let mut recv = conn.recv_stream(id);
-        let Ok(mut chunks) = recv.read(true) else { return };
+        let Ok(mut chunks) = recv.read(true) else {
+            return;
+        };
         let mut fin = false;
         loop {
             match chunks.next(hq::MAX_REQUEST_LINE) {
@@ -609,13 +728,18 @@ impl Server {
     }
 }
 
-fn tls_server(certs: &Path, provider: Arc<rustls::crypto::CryptoProvider>, wall: Arc<VirtualWallClock>) -> Result<rustls::ServerConfig, String> {
+fn tls_server(
+    certs: &Path,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    wall: Arc<VirtualWallClock>,
+) -> Result<rustls::ServerConfig, String> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let chain = CertificateDer::pem_file_iter(certs.join("cert.pem"))
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
         .map_err(|e| format!("{}: {e}", certs.join("cert.pem").display()))?;
-    let key = PrivateKeyDer::from_pem_file(certs.join("priv.key")).map_err(|e| format!("{}: {e}", certs.join("priv.key").display()))?;
+    let key = PrivateKeyDer::from_pem_file(certs.join("priv.key"))
+        .map_err(|e| format!("{}: {e}", certs.join("priv.key").display()))?;
     rustls::ServerConfig::builder_with_details(provider, wall)
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| e.to_string())?
@@ -631,8 +755,14 @@ impl Host for Server {
 
     fn on_event(&mut self, now: u64, event: Event) {
         match event {
-            Event::Stream(StreamEvent::Opened { dir: quinn_proto::Dir::Bi }) => {
-                while let Some(id) = self.side.conn_mut().and_then(|c| c.streams().accept(quinn_proto::Dir::Bi)) {
+            Event::Stream(StreamEvent::Opened {
+                dir: quinn_proto::Dir::Bi,
+            }) => {
+                while let Some(id) = self
+                    .side
+                    .conn_mut()
+                    .and_then(|c| c.streams().accept(quinn_proto::Dir::Bi))
+                {
                     self.requests.insert(id, Vec::new());
                     self.read_request(id, now);
                 }
@@ -656,7 +786,14 @@ impl Host for Server {
 
     /// Each connection gets its own ServerConfig, as in the real server, because
     /// the qlog stream lives in the transport config.
-    fn accept(&mut self, clock: &Clock, now: u64, incoming: Incoming, buf: &mut Vec<u8>, io: &mut LinkIo) -> Result<(), String> {
+    fn accept(
+        &mut self,
+        clock: &Clock,
+        now: u64,
+        incoming: Incoming,
+        buf: &mut Vec<u8>,
+        io: &mut LinkIo,
+    ) -> Result<(), String> {
         if self.side.conn.is_some() {
             self.side.endpoint.ignore(incoming);
             return Ok(());
@@ -664,9 +801,14 @@ impl Host for Server {
         let odcid = incoming.orig_dst_cid().to_vec();
         let q = qlog(&self.config, &self.clock, "server", &odcid)?;
         let mut sc = ServerConfig::new(self.crypto.clone(), self.token_key.clone());
-        sc.transport_config(Arc::new(transport(&self.config, q))).time_source(self.wall.clone());
+        sc.transport_config(Arc::new(transport(&self.config, q)))
+            .time_source(self.wall.clone());
         buf.clear();
-        match self.side.endpoint.accept(incoming, clock.at(now), buf, Some(Arc::new(sc))) {
+        match self
+            .side
+            .endpoint
+            .accept(incoming, clock.at(now), buf, Some(Arc::new(sc)))
+        {
             Ok((ch, conn)) => {
                 self.side.conn = Some((ch, conn));
                 Ok(())

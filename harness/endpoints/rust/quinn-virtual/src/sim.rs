@@ -67,7 +67,9 @@ impl LinkIo {
     }
 
     fn poll(&mut self, now: u64) -> std::io::Result<Option<link_core::Transmit>> {
-        let Some(t) = self.link.poll_transmit(now) else { return Ok(None) };
+        let Some(t) = self.link.poll_transmit(now) else {
+            return Ok(None);
+        };
         self.pcap[1 - t.dir.index()].write(self.start_unix_ns + t.due_ns, &t.bytes)?;
         self.drain()?;
         Ok(Some(t))
@@ -95,29 +97,54 @@ impl LinkIo {
 pub fn run(config: &Config) -> Result<serde_json::Value, String> {
     let dir = &config.run_dir;
     let io_err = |what: &str, e: std::io::Error| format!("{what}: {e}");
-    let schedule = Schedule::load(&dir.join("schedule.json")).map_err(|e| format!("{}: {e}", dir.join("schedule.json").display()))?;
+    let schedule = Schedule::load(&dir.join("schedule.json"))
+        .map_err(|e| format!("{}: {e}", dir.join("schedule.json").display()))?;
     let link = link_core::Link::new(schedule);
     let argv = vec!["longlook-virtual".to_string(), "quinn".to_string()];
-    let log = Log::create(Some(&dir.join("link.ndjson")), &link, &argv, config.epoch_unix_ns).map_err(|e| io_err("link.ndjson", e))?;
+    let log = Log::create(
+        Some(&dir.join("link.ndjson")),
+        &link,
+        &argv,
+        config.epoch_unix_ns,
+    )
+    .map_err(|e| io_err("link.ndjson", e))?;
     std::fs::create_dir_all(dir.join("pcap")).map_err(|e| io_err("pcap/", e))?;
     let pcap = [
         SidePcap::create(&dir.join("pcap"), "client").map_err(|e| io_err("pcap/client.pcap", e))?,
         SidePcap::create(&dir.join("pcap"), "server").map_err(|e| io_err("pcap/server.pcap", e))?,
     ];
-    let mut io = LinkIo { link, log, pcap, start_unix_ns: config.epoch_unix_ns };
-    let clock = Clock { base: Instant::now(), now_ns: Arc::new(AtomicU64::new(0)) };
+    let mut io = LinkIo {
+        link,
+        log,
+        pcap,
+        start_unix_ns: config.epoch_unix_ns,
+    };
+    let clock = Clock {
+        base: Instant::now(),
+        now_ns: Arc::new(AtomicU64::new(0)),
+    };
     let client_addr: SocketAddrV4 = CLIENT.parse().unwrap();
     let server_addr: SocketAddrV4 = SERVER.parse().unwrap();
-    let mut server = Server::new(config, &clock, server_addr).map_err(|e| format!("server: {e}"))?;
-    let mut client = Client::new(config, &clock, client_addr, server_addr).map_err(|e| format!("client: {e}"))?;
-    let mut lp = Loop { clock: clock.clone(), now: 0, steps: 0, buf: Vec::with_capacity(64 * 1024) };
+    let mut server =
+        Server::new(config, &clock, server_addr).map_err(|e| format!("server: {e}"))?;
+    let mut client = Client::new(config, &clock, client_addr, server_addr)
+        .map_err(|e| format!("client: {e}"))?;
+    let mut lp = Loop {
+        clock: clock.clone(),
+        now: 0,
+        steps: 0,
+        buf: Vec::with_capacity(64 * 1024),
+    };
     let outcome = lp.run(&mut io, &mut client, &mut server, config.timeout_ns);
     crate::hosts::finish_files(&mut client, &mut server);
     let link_summary = io.close().map_err(|e| io_err("link output", e))?;
     let error = match outcome {
         Err(e) => Some(e),
         Ok(false) => Some(client.error().unwrap_or_else(|| {
-            format!("gave up after LL_TIMEOUT_S={} (virtual)", config.timeout_ns as f64 / 1e9)
+            format!(
+                "gave up after LL_TIMEOUT_S={} (virtual)",
+                config.timeout_ns as f64 / 1e9
+            )
         })),
         Ok(true) => client.error(),
     };
@@ -140,14 +167,26 @@ struct Loop {
 
 impl Loop {
     /// Ok(true) when the client finished, Ok(false) when `until` came first.
-    fn run(&mut self, io: &mut LinkIo, client: &mut Client, server: &mut Server, until: u64) -> Result<bool, String> {
+    fn run(
+        &mut self,
+        io: &mut LinkIo,
+        client: &mut Client,
+        server: &mut Server,
+        until: u64,
+    ) -> Result<bool, String> {
         client.start(&self.clock, 0)?;
         self.react(io, client, server)?;
         while !client.finished() {
-            let t = [io.link.next_deadline(), next_timer(client, &self.clock), next_timer(server, &self.clock), client.app_deadline(), server.app_deadline()]
-                .into_iter()
-                .flatten()
-                .min();
+            let t = [
+                io.link.next_deadline(),
+                next_timer(client, &self.clock),
+                next_timer(server, &self.clock),
+                client.app_deadline(),
+                server.app_deadline(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             let Some(t) = t else {
                 return Err(format!(
                     "at {:.6} s nothing is scheduled but the client is not finished (a stack or harness bug)",
@@ -165,7 +204,12 @@ impl Loop {
         Ok(true)
     }
 
-    fn step(&mut self, io: &mut LinkIo, client: &mut Client, server: &mut Server) -> Result<(), String> {
+    fn step(
+        &mut self,
+        io: &mut LinkIo,
+        client: &mut Client,
+        server: &mut Server,
+    ) -> Result<(), String> {
         let now = self.now;
         self.steps += 1;
         while let Some(t) = io.poll(now).map_err(|e| format!("link output: {e}"))? {
@@ -176,7 +220,10 @@ impl Loop {
                 continue;
             }
             let Some((from, ecn, payload)) = wire::parse(&t.bytes) else {
-                return Err(format!("the link delivered a packet that is not IPv4/UDP ({} bytes)", t.bytes.len()));
+                return Err(format!(
+                    "the link delivered a packet that is not IPv4/UDP ({} bytes)",
+                    t.bytes.len()
+                ));
             };
             host.side().counters.received += 1;
             host.receive(&self.clock, now, from, ecn, payload, &mut self.buf, io)?;
@@ -195,7 +242,12 @@ impl Loop {
     }
 
     /// Lets each host hand events to its application and send what it can.
-    fn react(&mut self, io: &mut LinkIo, client: &mut Client, server: &mut Server) -> Result<(), String> {
+    fn react(
+        &mut self,
+        io: &mut LinkIo,
+        client: &mut Client,
+        server: &mut Server,
+    ) -> Result<(), String> {
         client.react(&self.clock, self.now, &mut self.buf, io)?;
         server.react(&self.clock, self.now, &mut self.buf, io)
     }
@@ -214,7 +266,9 @@ fn next_timer(host: &mut dyn Host, clock: &Clock) -> Option<u64> {
 }
 
 fn fire_timer(host: &mut dyn Host, clock: &Clock, now: u64) {
-    let Some(conn) = host.side().conn_mut() else { return };
+    let Some(conn) = host.side().conn_mut() else {
+        return;
+    };
     let Some(t) = conn.poll_timeout() else { return };
     if clock.ns(t) > now {
         return;

@@ -45,7 +45,9 @@ pub fn udp4(src: SocketAddrV4, dst: SocketAddrV4, ecn: u8, payload: &[u8]) -> Ve
     p[24..26].copy_from_slice(&(udp_len as u16).to_be_bytes());
     p[28..].copy_from_slice(payload);
     let len = (udp_len as u16).to_be_bytes();
-    let pseudo = [s[0], s[1], s[2], s[3], d[0], d[1], d[2], d[3], 0, 17, len[0], len[1]];
+    let pseudo = [
+        s[0], s[1], s[2], s[3], d[0], d[1], d[2], d[3], 0, 17, len[0], len[1],
+    ];
     let c = match checksum(&[&pseudo, &p[20..]]) {
         0 => 0xffff, // 0 would mean "no checksum" in UDP over IPv4
         c => c,
@@ -71,7 +73,10 @@ mod tests {
 
     #[test]
     fn checksums_verify_to_zero_and_parse_round_trips() {
-        let (a, b) = ("198.18.0.1:40000".parse().unwrap(), "198.19.0.1:4433".parse().unwrap());
+        let (a, b) = (
+            "198.18.0.1:40000".parse().unwrap(),
+            "198.19.0.1:4433".parse().unwrap(),
+        );
         let p = udp4(a, b, 2, b"hello, link");
         assert_eq!(checksum(&[&p[..20]]), 0);
         let pseudo = [198, 18, 0, 1, 198, 19, 0, 1, 0, 17, 0, 19];
