@@ -28,6 +28,8 @@ SIM_PORT = 57832
 ENGINE_FIX = ("run `make docker-engine` (uses a running engine, or installs docker.io and starts "
               "dockerd --bridge=none --iptables=false)")
 _CLONE_NEWNET = 0x40000000
+#: How long the engine may take to record the exit of a container whose process is gone, s.
+EXIT_SETTLE_S = 5.0
 
 
 class DockerError(RuntimeError):
@@ -132,11 +134,17 @@ class Container:
             if not self.alive():
                 break
             time.sleep(0.02)
-        state = docker("inspect", "--format", "{{.State.Running}} {{.State.ExitCode}}", self.id).stdout.split()
-        if state[0] == "true":
-            return None
-        self.returncode = int(state[1])
-        return self.returncode
+        # The engine records an exit a moment after the process is gone (a zombie
+        # until its shim reaps it): until then it still says running.
+        settle = time.monotonic() + EXIT_SETTLE_S
+        while True:
+            state = docker("inspect", "--format", "{{.State.Running}} {{.State.ExitCode}}", self.id).stdout.split()
+            if state[0] != "true":
+                self.returncode = int(state[1])
+                return self.returncode
+            if self.alive() or time.monotonic() > settle:
+                return None
+            time.sleep(0.02)
 
     def stop(self, grace_s: float = 3.0) -> int | None:
         """SIGTERM (the contract's stop for a server), SIGKILL after `grace_s`."""

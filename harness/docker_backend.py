@@ -101,6 +101,11 @@ def load_for_run(name: str) -> Stack:
         stack = load_stack(name)
     elif name in endpoints.STACKS:
         stack = endpoints.load(name)
+    elif name not in _stacks_file():
+        local = sorted(k for k, v in _stacks_file().items() if v.get("command"))
+        raise StackError(f"unknown stack {name!r}; known stacks: {', '.join(endpoints.STACKS)}"
+                         + (f", and local commands of {STACKS_FILE}: {', '.join(local)}" if local else "")
+                         + f" (images of {STACKS_FILE.name} need --backend docker)")
     else:
         stack = load_stack(name)
         if stack.command is None:
