@@ -145,3 +145,5 @@ def test_binary_names_bad_input_and_the_fix(tmp_path):
     assert no_seed.returncode == 2 and '"seed" is missing' in no_seed.stderr
     bad_name = run(json.dumps({"names": ["../etc/passwd"], "seed": 1, "epoch_unix_ns": 0}))
     assert bad_name.returncode == 2 and "not a plain file name" in bad_name.stderr
+    bad_qlog = run(json.dumps({"names": ["object-0-1000.bin"], "seed": 1, "epoch_unix_ns": 0, "qlog": "no"}))
+    assert bad_qlog.returncode == 2 and '"qlog" is "no"; give true or false' in bad_qlog.stderr

@@ -161,7 +161,12 @@ impl Config {
             flow_window,
             timeout_ns: (timeout_s * 1e9) as u64,
             seed: uint(&v, "seed", None)?,
-            qlog: field(&v, "qlog").map_or(true, |q| q.as_bool().unwrap_or(true)),
+            qlog: match field(&v, "qlog") {
+                None => true,
+                Some(q) => q.as_bool().ok_or_else(|| {
+                    Bad::Input(format!("config: \"qlog\" is {q}; give true or false"))
+                })?,
+            },
             epoch_unix_ns: uint(&v, "epoch_unix_ns", None)?,
         })
     }

@@ -427,7 +427,7 @@ impl Client {
         self.side.applog.event(now, "request_start", stream, 0);
         let line = format!("GET /{name}\r\n");
         let mut s = self.conn().send_stream(id);
-        if s.write(line.as_bytes()).map_or(true, |n| n != line.len()) || s.finish().is_err() {
+        if s.write(line.as_bytes()) != Ok(line.len()) || s.finish().is_err() {
             return self.fail(format!("could not send the request for {name}"));
         }
         self.pending.insert(id, (name, Vec::new()));
