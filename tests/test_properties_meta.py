@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,24 @@ def test_mutant_fails_the_property_with_a_replay_line(aioquic_built, tmp_path):
 def test_stock_controller_passes_the_same_property(aioquic_built, tmp_path):
     r = _pytest(PROPERTY, "--cc", "newreno", artifacts=tmp_path / "b")
     assert r.returncode == 0, r.stdout[-3000:]
+
+
+def test_a_recorded_finding_is_not_shrunk_again_under_ci(monkeypatch):
+    from hypothesis.internal.conjecture import engine
+
+    from harness import pytest_plugin as plugin
+
+    monkeypatch.setattr(plugin, "PROFILE", "ci")
+    monkeypatch.setattr(engine, "MAX_SHRINKING_SECONDS", plugin.CI_SHRINK_SECONDS)
+    seen = {}
+    for known in (True, False):
+        item = types.SimpleNamespace(stash=pytest.Stash())
+        if known:
+            item.stash[plugin.KNOWN_FINDING] = True
+        call = plugin.pytest_runtest_call(item)
+        next(call)
+        seen[known] = engine.MAX_SHRINKING_SECONDS
+        with pytest.raises(StopIteration):
+            next(call)
+    assert seen == {True: 0, False: plugin.CI_SHRINK_SECONDS}
+    assert engine.MAX_SHRINKING_SECONDS == plugin.CI_SHRINK_SECONDS
