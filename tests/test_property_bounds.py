@@ -33,3 +33,16 @@ def test_the_plan_outlasts_the_settle_time_at_the_new_rate():
     p = DroppedPath(drop(BaseLink(rate_bps=20_000_000, rtt_us=80_000), 3000))
     after = p.plan().sizes[0] - 0.8 * p.rate_old * p.t0_us / 8e6
     assert after * 8e6 / p.rate_new >= p.settle_us(0.7) + 4e6
+
+
+@pytest.mark.parametrize("values, runs, settled", [
+    ([1.2], 3, True),               # within the bound: three runs could no longer all exceed it
+    ([1.6], 3, False),
+    ([1.6, 1.7], 3, False),
+    ([1.6, 1.7, 1.8], 3, True),     # every run made
+    ([1.2], 10, False),             # the sign test needs every run
+])
+def test_fairness_stops_once_the_verdict_is_settled(values, runs, settled):
+    from properties.test_fairness import decided
+
+    assert decided(values, 1.5, runs) is settled
