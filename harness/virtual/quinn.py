@@ -15,15 +15,16 @@ import json
 import subprocess
 from pathlib import Path
 
-from harness.endpoints import ENDPOINTS_DIR
+from harness.endpoints import ENDPOINTS_DIR, StackError
 
 BINARY = ENDPOINTS_DIR / "rust" / "target" / "release" / "quinn-virtual"
 #: The certificate's name (SAN); the client connects by address, as in real time.
 SERVER_NAME = "server.longlook.test"
 
 
-class QuinnVirtualError(RuntimeError):
-    """The binary is missing, refused its input, or failed outside the transfer."""
+class QuinnVirtualError(StackError):
+    """The binary is missing, refused its input, or failed outside the transfer
+    (a StackError, so the CLI prints the message and its fix, not a traceback)."""
 
 
 class Unsupported(Exception):
