@@ -833,14 +833,23 @@ impl Host for Server {
     fn on_app_timer(&mut self, _: &Clock, _: u64) {}
 }
 
-/// Flushes what the hosts wrote (qlog buffers, key logs, app logs).
-pub fn finish_files(client: &mut Client, server: &mut Server) {
+/// Flushes what the hosts wrote (qlog buffers, key logs, app logs). A failure
+/// here (a full disk) would leave truncated files that observe misreads, so it
+/// fails the run instead.
+pub fn finish_files(client: &mut Client, server: &mut Server) -> Result<(), String> {
     // Dropping the connections releases their qlog streams.
     client.side.conn = None;
     server.side.conn = None;
     exit::flush_all();
     for side in [&mut client.side, &mut server.side] {
-        let _ = side.keylog.flush();
-        let _ = side.applog.0.flush();
+        let name = side.name;
+        side.keylog
+            .flush()
+            .map_err(|e| format!("{name}/keys.log: {e}"))?;
+        side.applog
+            .0
+            .flush()
+            .map_err(|e| format!("{name}/app.ndjson: {e}"))?;
     }
+    Ok(())
 }

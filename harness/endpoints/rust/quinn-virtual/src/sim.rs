@@ -136,7 +136,7 @@ pub fn run(config: &Config) -> Result<serde_json::Value, String> {
         buf: Vec::with_capacity(64 * 1024),
     };
     let outcome = lp.run(&mut io, &mut client, &mut server, config.timeout_ns);
-    crate::hosts::finish_files(&mut client, &mut server);
+    crate::hosts::finish_files(&mut client, &mut server)?;
     let link_summary = io.close().map_err(|e| io_err("link output", e))?;
     let error = match outcome {
         Err(e) => Some(e),
