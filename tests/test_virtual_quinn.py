@@ -16,7 +16,7 @@ from harness import endpoints
 from harness.schedule import Action, IidLoss, LinkSettings, Schedule
 from harness.topology import EndpointOptions, TransferPlan
 from harness.virtual import quinn as quinn_virtual
-from harness.virtual import transfer, transfer_with_stats
+from harness.virtual import RealTimeOnly, transfer, transfer_with_stats
 
 pytestmark = pytest.mark.skipif(not quinn_virtual.built(),
                                 reason=f"{quinn_virtual.BINARY} not built: run `make setup`")
@@ -112,6 +112,27 @@ def test_reruns_are_byte_identical_and_the_seed_reaches_everything(tmp_path):
     assert a["link.ndjson"] != c["link.ndjson"]
     assert a["server/keys.log"] != c["server/keys.log"]
     assert a["pcap/server.pcap"] != c["pcap/server.pcap"]
+
+
+def test_competing_quinn_flows_each_get_a_client_and_share_the_link(tmp_path):
+    """quic_flows > 1: client k (port 40000 + k - 1, directory client-k/) fetches
+    the objects over its own connection, as the real testbed's extra clients."""
+    from harness.groundtruth import read_log
+    from harness.observe.join import flow_shares
+
+    plan = TransferPlan(sizes=(400_000,), quic_flows=2)
+    schedule = Schedule.constant(4, LinkSettings(rate_bps=10_000_000, delay_us=10_000, queue_bytes=50_000))
+    result, stats = transfer_with_stats(schedule, tmp_path, endpoints.load("quinn"), plan, EndpointOptions())
+    assert result.ok, result.reason
+    assert stats["flows"] == 2
+    assert (tmp_path / "client-2" / "downloads" / "object-0-400000.bin").stat().st_size == 400_000
+    assert len(list((tmp_path / "server" / "qlog").iterdir())) == 2
+    shares = flow_shares(read_log(tmp_path / "link.ndjson"))
+    ports = sorted(int(f.flow.rsplit(":", 1)[1]) for f in shares if "udp" in f.flow)
+    assert ports == [40000, 40001], [f.flow for f in shares]
+    # aioquic's in-process backend still runs one connection and says so.
+    with pytest.raises(RealTimeOnly, match="runs one for aioquic"):
+        transfer(schedule, tmp_path / "aq", endpoints.load("aioquic"), plan, EndpointOptions())
 
 
 def test_options_quinn_cannot_honour_are_unsupported_not_errors(tmp_path):

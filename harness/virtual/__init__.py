@@ -46,17 +46,23 @@ def supports(stack_name: str) -> str | None:
     return f"{stack_name} is real time only: {why}"
 
 
-def check_plan(plan) -> None:
+#: Stacks whose virtual backend runs several competing QUIC connections.
+MULTI_FLOW = ("quinn",)
+
+
+def check_plan(plan, stack_name: str | None = None) -> None:
     """RealTimeOnly for plans that need the kernel (competing TCP flows) or that
-    the virtual backend cannot run yet (several QUIC connections)."""
+    the stack's virtual backend cannot run yet (several QUIC connections: quinn
+    only)."""
     if plan.tcp_flows:
         raise RealTimeOnly(f"the plan has {plan.tcp_flows} competing kernel TCP flow(s); "
                            "kernel TCP runs in real time only")
-    if getattr(plan, "quic_flows", 1) > 1:
+    if getattr(plan, "quic_flows", 1) > 1 and stack_name not in MULTI_FLOW:
         # One client and one server here; running one flow instead would be a
         # silently different experiment.
         raise RealTimeOnly(f"the plan has {plan.quic_flows} competing QUIC connections; "
-                           "the virtual backend runs one (not implemented yet)")
+                           f"the virtual backend runs one for {stack_name or 'this stack'} "
+                           f"(several: {', '.join(MULTI_FLOW)})")
 
 
 def _select_cc(spec: str | None) -> tuple[str, str]:
@@ -90,7 +96,7 @@ def transfer_with_stats(schedule: Schedule, out_dir: str | Path, stack, plan, op
     why = supports(stack.name)
     if why:
         raise RealTimeOnly(why)
-    check_plan(plan)
+    check_plan(plan, stack.name)
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     unsupported = None
@@ -189,6 +195,12 @@ def _result(stack_name: str, opts, out: Path, digests: dict[str, str], stats: di
     bad = [n for n in digests if got[n] != digests[n]]
     if not reason and bad:
         reason = f"wrong or missing bytes in {', '.join(bad)}"
+    # Competing flows' clients, in client-k/ as in real time (quinn only).
+    for k in range(2, stats.get("flows", 1) + 1):
+        extra = out / f"client-{k}" / "downloads"
+        wrong = [n for n, h in digests.items() if _sha256(extra / n) != h]
+        if not reason and wrong:
+            reason = f"client-{k}: wrong or missing bytes in {', '.join(wrong)}"
     duration = _app_duration_s(out / "client" / "app.ndjson") or stats["virtual_s"]
     return TransferResult(stack=stack_name, cc=opts.cc, ok=not reason, reason=reason, unsupported=False,
                           bytes=size, duration_s=duration, goodput_bps=size * 8 / duration if duration > 0 else 0.0,

@@ -57,6 +57,7 @@ def run(schedule, out: Path, plan, opts, names: list[str]) -> dict:
         "seed": (schedule.seed ^ plan.seed) & (2**64 - 1),
         "qlog": opts.qlog,
         "epoch_unix_ns": EPOCH_UNIX_NS,
+        "clients": plan.quic_flows,
     }
     proc = subprocess.run([str(BINARY), str(out)], input=json.dumps(config), capture_output=True, text=True,
                           check=False)

@@ -35,6 +35,9 @@ pub struct Config {
     /// Seeds both hosts' entropy (harness/virtual passes schedule seed ⊕ plan seed).
     pub seed: u64,
     pub qlog: bool,
+    /// Competing flows: client k (port 40000 + k - 1) fetches the objects from
+    /// server endpoint k, all at once.
+    pub clients: usize,
     /// Wall-clock ns of virtual time 0 (the link header's start_unix_ns).
     pub epoch_unix_ns: u64,
 }
@@ -168,6 +171,14 @@ impl Config {
                 })?,
             },
             epoch_unix_ns: uint(&v, "epoch_unix_ns", None)?,
+            clients: match uint(&v, "clients", Some(1))? {
+                n @ 1..=64 => n as usize,
+                n => {
+                    return Err(Bad::Input(format!(
+                        "config: \"clients\" is {n}; give 1 to 64 flows"
+                    )))
+                }
+            },
         })
     }
 }

@@ -3,11 +3,13 @@
 //! (quinn-endpoint/src/{client,server}.rs), rewritten against quinn-proto's
 //! sans-IO API because the real one runs on quinn's tokio driver.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -48,11 +50,14 @@ impl Counters {
 /// LL_APPLOG with virtual times: t_us is µs since the link started, and the
 /// version record pairs t_us 0 with the epoch, so harness/observe maps the qlog
 /// (whose origin is virtual time 0) onto the link's clock as in real time.
-pub struct AppLog(BufWriter<File>);
+/// Shared by the server's endpoints when there are several flows: the real
+/// server is one process with one log.
+#[derive(Clone)]
+pub struct AppLog(Rc<RefCell<BufWriter<File>>>);
 
 impl AppLog {
     fn create(path: &Path, cc: &str, epoch_unix_ns: u64) -> std::io::Result<AppLog> {
-        let mut log = AppLog(BufWriter::new(File::create(path)?));
+        let mut log = AppLog(Rc::new(RefCell::new(BufWriter::new(File::create(path)?))));
         log.line(
             json!({"event": "version", "stack": "quinn", "version": VERSION, "cc": cc,
                         "quinn_proto": PROTO_VERSION, "driver": "longlook-virtual",
@@ -62,7 +67,7 @@ impl AppLog {
     }
 
     fn line(&mut self, v: Value) {
-        let _ = writeln!(self.0, "{v}");
+        let _ = writeln!(self.0.borrow_mut(), "{v}");
     }
 
     fn event(&mut self, now: u64, event: &str, stream: u64, bytes: u64) {
@@ -70,9 +75,36 @@ impl AppLog {
     }
 }
 
+/// A host's key log and app log, in its directory of the run.
+#[derive(Clone)]
+pub struct Logs {
+    keylog: Arc<KeyLogTo>,
+    applog: AppLog,
+}
+
+impl Logs {
+    pub fn create(config: &Config, dir_name: &str) -> Result<Logs, String> {
+        let dir = config.run_dir.join(dir_name);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let keylog = KeyLogTo::create(&dir.join("keys.log"))
+            .map_err(|e| format!("{dir_name}/keys.log: {e}"))?;
+        let applog = AppLog::create(
+            &dir.join("app.ndjson"),
+            config.cc.name,
+            config.epoch_unix_ns,
+        )
+        .map_err(|e| format!("{dir_name}/app.ndjson: {e}"))?;
+        Ok(Logs {
+            keylog: Arc::new(keylog),
+            applog,
+        })
+    }
+}
+
 /// What both hosts share: the endpoint, its one connection, the loop's bookkeeping.
 pub struct Side {
-    pub name: &'static str,
+    /// The host's directory in the run: client, client-2, …, server.
+    pub name: String,
     pub addr: SocketAddrV4,
     dir: Dir,
     pub endpoint: Endpoint,
@@ -252,18 +284,19 @@ fn transport(config: &Config, qlog: Option<QlogStream>) -> TransportConfig {
     t
 }
 
-/// `{role}/qlog/{role}-{ODCID}.sqlog`, as the real endpoint names it. The origin
+/// `{dir}/qlog/{role}-{ODCID}.sqlog`, as the real endpoint names it. The origin
 /// is virtual time 0, stated as the monotonic reference our endpoints write.
 fn qlog(
     config: &Config,
     clock: &Clock,
+    dir_name: &str,
     role: &str,
     odcid: &[u8],
 ) -> Result<Option<QlogStream>, String> {
     if !config.qlog {
         return Ok(None);
     }
-    let dir = config.run_dir.join(role).join("qlog");
+    let dir = config.run_dir.join(dir_name).join("qlog");
     let file =
         exit::qlog_file(&dir, role, &hex(odcid)).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut q = QlogConfig::default();
@@ -276,39 +309,30 @@ fn qlog(
 
 fn side(
     config: &Config,
-    role: &'static str,
+    name: &str,
+    dir: Dir,
     addr: SocketAddrV4,
     entropy: &Entropy,
-    server: Option<Arc<ServerConfig>>,
+    logs: Logs,
 ) -> Result<Side, String> {
-    let dir = config.run_dir.join(role);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let keylog =
-        Arc::new(KeyLogTo::create(&dir.join("keys.log")).map_err(|e| format!("keys.log: {e}"))?);
-    let applog = AppLog::create(
-        &dir.join("app.ndjson"),
-        config.cc.name,
-        config.epoch_unix_ns,
-    )
-    .map_err(|e| format!("app.ndjson: {e}"))?;
     let mut ec = EndpointConfig::new(entropy.hmac_key());
     ec.max_udp_payload_size(config.max_datagram_size)
         .map_err(|e| e.to_string())?;
     let cids = entropy.clone();
     ec.cid_generator(move || Box::new(SeededCids(cids.clone())));
-    let endpoint = Endpoint::new(Arc::new(ec), server, true, Some(entropy.bytes::<32>()));
+    let endpoint = Endpoint::new(Arc::new(ec), None, true, Some(entropy.bytes::<32>()));
     Ok(Side {
-        name: role,
+        name: name.to_string(),
         addr,
-        dir: if role == "client" { Dir::C2s } else { Dir::S2c },
+        dir,
         endpoint,
         conn: None,
         counters: Counters::default(),
         fired: None,
         firing: false,
         stuck: 0,
-        keylog,
-        applog,
+        keylog: logs.keylog,
+        applog: logs.applog,
     })
 }
 
@@ -344,14 +368,23 @@ pub struct Client {
 }
 
 impl Client {
+    /// The `k`-th client (1-based) at `addr`, in client/ or client-k/ as the
+    /// real testbed's extra clients.
     pub fn new(
         config: &Config,
         clock: &Clock,
+        k: usize,
         addr: SocketAddrV4,
         server: SocketAddrV4,
     ) -> Result<Client, String> {
-        let entropy = Entropy::new(config.seed, "client");
-        let side = side(config, "client", addr, &entropy, None)?;
+        let name = if k == 1 {
+            "client".to_string()
+        } else {
+            format!("client-{k}")
+        };
+        let entropy = Entropy::new(config.seed, &name);
+        let logs = Logs::create(config, &name)?;
+        let side = side(config, &name, Dir::C2s, addr, &entropy, logs)?;
         let provider = entropy.provider();
         let mut tls =
             rustls::ClientConfig::builder_with_details(provider.clone(), wall_clock(config, clock))
@@ -368,11 +401,11 @@ impl Client {
         let mut cc = ClientConfig::new(Arc::new(crypto));
         cc.transport_config(Arc::new(transport(
             config,
-            qlog(config, clock, "client", &odcid)?,
+            qlog(config, clock, &name, "client", &odcid)?,
         )));
         let cid = ConnectionId::new(&odcid);
         cc.initial_dst_cid_provider(Arc::new(move || cid));
-        let downloads = config.run_dir.join("client").join("downloads");
+        let downloads = config.run_dir.join(&name).join("downloads");
         std::fs::create_dir_all(&downloads).map_err(|e| format!("{}: {e}", downloads.display()))?;
         Ok(Client {
             side,
@@ -602,8 +635,22 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn new(config: &Config, clock: &Clock, addr: SocketAddrV4) -> Result<Server, String> {
-        let entropy = Entropy::new(config.seed, "server");
+    /// The server endpoint of the `k`-th flow. Several flows get one endpoint
+    /// each, all at the server's address and sharing its logs: endpoints only
+    /// demultiplex, the connections are what the flows share a link with.
+    pub fn new(
+        config: &Config,
+        clock: &Clock,
+        k: usize,
+        addr: SocketAddrV4,
+        logs: Logs,
+    ) -> Result<Server, String> {
+        let role = if k == 1 {
+            "server".to_string()
+        } else {
+            format!("server-{k}")
+        };
+        let entropy = Entropy::new(config.seed, &role);
         let certs = config.run_dir.join("certs");
         let provider = entropy.provider();
         let token_key = entropy.token_key();
@@ -612,7 +659,7 @@ impl Server {
         // likely bad input.
         let mut tls = tls_server(&certs, provider, wall.clone())?;
         tls.alpn_protocols = vec![hq::ALPN.to_vec()];
-        let mut side = side(config, "server", addr, &entropy, None)?;
+        let mut side = side(config, "server", Dir::S2c, addr, &entropy, logs)?;
         tls.key_log = side.keylog.clone();
         let crypto = Arc::new(QuicServerConfig::try_from(tls).map_err(|e| e.to_string())?);
         let mut default = ServerConfig::new(crypto.clone(), token_key.clone());
@@ -799,7 +846,7 @@ impl Host for Server {
             return Ok(());
         }
         let odcid = incoming.orig_dst_cid().to_vec();
-        let q = qlog(&self.config, &self.clock, "server", &odcid)?;
+        let q = qlog(&self.config, &self.clock, "server", "server", &odcid)?;
         let mut sc = ServerConfig::new(self.crypto.clone(), self.token_key.clone());
         sc.transport_config(Arc::new(transport(&self.config, q)))
             .time_source(self.wall.clone());
@@ -836,18 +883,19 @@ impl Host for Server {
 /// Flushes what the hosts wrote (qlog buffers, key logs, app logs). A failure
 /// here (a full disk) would leave truncated files that observe misreads, so it
 /// fails the run instead.
-pub fn finish_files(client: &mut Client, server: &mut Server) -> Result<(), String> {
-    // Dropping the connections releases their qlog streams.
-    client.side.conn = None;
-    server.side.conn = None;
-    exit::flush_all();
-    for side in [&mut client.side, &mut server.side] {
-        let name = side.name;
+pub fn finish_files(clients: &mut [Client], servers: &mut [Server]) -> Result<(), String> {
+    let clients = clients.iter_mut().map(|c| &mut c.side);
+    for side in clients.chain(servers.iter_mut().map(|s| &mut s.side)) {
+        // Dropping the connection releases its qlog stream.
+        side.conn = None;
+        exit::flush_all();
+        let name = &side.name;
         side.keylog
             .flush()
             .map_err(|e| format!("{name}/keys.log: {e}"))?;
         side.applog
             .0
+            .borrow_mut()
             .flush()
             .map_err(|e| format!("{name}/app.ndjson: {e}"))?;
     }

@@ -18,11 +18,13 @@ use link_core::{Dir, Schedule};
 use serde_json::json;
 
 use crate::config::Config;
-use crate::hosts::{Client, Host, Server};
+use crate::hosts::{Client, Host, Logs, Server};
 use crate::wire;
 
-pub const CLIENT: &str = "198.18.0.1:40000";
-pub const SERVER: &str = "198.19.0.1:4433";
+/// The first client's address; flow k uses port CLIENT_PORT + k - 1.
+const CLIENT_IP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(198, 18, 0, 1);
+const CLIENT_PORT: u16 = 40000;
+const SERVER: &str = "198.19.0.1:4433";
 /// Datagrams per poll_transmit (GSO batch), as quinn's own driver asks for.
 pub const MAX_BATCH: usize = 10;
 /// Consecutive firings of an unchanged, still-due timer before the run is abandoned.
@@ -123,39 +125,87 @@ pub fn run(config: &Config) -> Result<serde_json::Value, String> {
         base: Instant::now(),
         now_ns: Arc::new(AtomicU64::new(0)),
     };
-    let client_addr: SocketAddrV4 = CLIENT.parse().unwrap();
     let server_addr: SocketAddrV4 = SERVER.parse().unwrap();
-    let mut server =
-        Server::new(config, &clock, server_addr).map_err(|e| format!("server: {e}"))?;
-    let mut client = Client::new(config, &clock, client_addr, server_addr)
-        .map_err(|e| format!("client: {e}"))?;
+    let mut hosts = Hosts {
+        clients: Vec::new(),
+        servers: Vec::new(),
+    };
+    let server_logs = Logs::create(config, "server").map_err(|e| format!("server: {e}"))?;
+    for k in 1..=config.clients {
+        let addr = SocketAddrV4::new(CLIENT_IP, CLIENT_PORT + k as u16 - 1);
+        let server = Server::new(config, &clock, k, server_addr, server_logs.clone())
+            .map_err(|e| format!("server: {e}"))?;
+        let client = Client::new(config, &clock, k, addr, server_addr)?;
+        hosts.servers.push(server);
+        hosts.clients.push(client);
+    }
     let mut lp = Loop {
         clock: clock.clone(),
         now: 0,
         steps: 0,
         buf: Vec::with_capacity(64 * 1024),
     };
-    let outcome = lp.run(&mut io, &mut client, &mut server, config.timeout_ns);
-    crate::hosts::finish_files(&mut client, &mut server)?;
+    let outcome = lp.run(&mut io, &mut hosts, config.timeout_ns);
+    crate::hosts::finish_files(&mut hosts.clients, &mut hosts.servers)?;
     let link_summary = io.close().map_err(|e| io_err("link output", e))?;
+    // The first client's problem, named by its directory when there are several.
+    let client_error = || {
+        hosts.clients.iter().enumerate().find_map(|(i, c)| {
+            c.error().map(|e| {
+                if i == 0 {
+                    e
+                } else {
+                    format!("client-{}: {e}", i + 1)
+                }
+            })
+        })
+    };
     let error = match outcome {
         Err(e) => Some(e),
-        Ok(false) => Some(client.error().unwrap_or_else(|| {
+        Ok(false) => Some(client_error().unwrap_or_else(|| {
             format!(
                 "gave up after LL_TIMEOUT_S={} (virtual)",
                 config.timeout_ns as f64 / 1e9
             )
         })),
-        Ok(true) => client.error(),
+        Ok(true) => client_error(),
     };
     Ok(json!({
         "error": error,
         "virtual_s": lp.now as f64 / 1e9,
         "steps": lp.steps,
         "link": link_summary,
-        "client": client.side().counters.to_json(),
-        "server": server.side().counters.to_json(),
+        "client": hosts.clients[0].side().counters.to_json(),
+        "server": hosts.servers[0].side().counters.to_json(),
+        "flows": config.clients,
     }))
+}
+
+/// The run's hosts: client k talks to server endpoint k (one pair per flow).
+struct Hosts {
+    clients: Vec<Client>,
+    servers: Vec<Server>,
+}
+
+impl Hosts {
+    /// Clients first, then servers: the order in which each instant is handled.
+    fn all(&mut self) -> impl Iterator<Item = &mut dyn Host> {
+        let clients = self.clients.iter_mut().map(|c| c as &mut dyn Host);
+        clients.chain(self.servers.iter_mut().map(|s| s as &mut dyn Host))
+    }
+
+    fn finished(&self) -> bool {
+        self.clients.iter().all(Client::finished)
+    }
+
+    /// The host a datagram of `dir` is for: flows are told apart by client port.
+    fn receiver(&mut self, dir: Dir, client_port: u16) -> Option<&mut dyn Host> {
+        let k = usize::from(client_port.checked_sub(CLIENT_PORT)?);
+        match dir {
+            Dir::C2s => self.servers.get_mut(k).map(|s| s as &mut dyn Host),
+            Dir::S2c => self.clients.get_mut(k).map(|c| c as &mut dyn Host),
+        }
+    }
 }
 
 struct Loop {
@@ -166,30 +216,25 @@ struct Loop {
 }
 
 impl Loop {
-    /// Ok(true) when the client finished, Ok(false) when `until` came first.
-    fn run(
-        &mut self,
-        io: &mut LinkIo,
-        client: &mut Client,
-        server: &mut Server,
-        until: u64,
-    ) -> Result<bool, String> {
-        client.start(&self.clock, 0)?;
-        self.react(io, client, server)?;
-        while !client.finished() {
-            let t = [
-                io.link.next_deadline(),
-                next_timer(client, &self.clock),
-                next_timer(server, &self.clock),
-                client.app_deadline(),
-                server.app_deadline(),
-            ]
-            .into_iter()
-            .flatten()
-            .min();
-            let Some(t) = t else {
+    /// Ok(true) when every client finished, Ok(false) when `until` came first.
+    fn run(&mut self, io: &mut LinkIo, hosts: &mut Hosts, until: u64) -> Result<bool, String> {
+        for client in hosts.clients.iter_mut() {
+            client.start(&self.clock, 0)?;
+        }
+        self.react(io, hosts)?;
+        while !hosts.finished() {
+            let mut next = io.link.next_deadline();
+            for host in hosts.all() {
+                for t in [next_timer(host, &self.clock), host.app_deadline()]
+                    .into_iter()
+                    .flatten()
+                {
+                    next = Some(next.map_or(t, |n| n.min(t)));
+                }
+            }
+            let Some(t) = next else {
                 return Err(format!(
-                    "at {:.6} s nothing is scheduled but the client is not finished (a stack or harness bug)",
+                    "at {:.6} s nothing is scheduled but a client is not finished (a stack or harness bug)",
                     self.now as f64 / 1e9
                 ));
             };
@@ -199,57 +244,56 @@ impl Loop {
             }
             self.now = self.now.max(t);
             self.clock.now_ns.store(self.now, Ordering::Relaxed);
-            self.step(io, client, server)?;
+            self.step(io, hosts)?;
         }
         Ok(true)
     }
 
-    fn step(
-        &mut self,
-        io: &mut LinkIo,
-        client: &mut Client,
-        server: &mut Server,
-    ) -> Result<(), String> {
+    fn step(&mut self, io: &mut LinkIo, hosts: &mut Hosts) -> Result<(), String> {
         let now = self.now;
         self.steps += 1;
         while let Some(t) = io.poll(now).map_err(|e| format!("link output: {e}"))? {
-            let host: &mut dyn Host = if t.dir == Dir::C2s { server } else { client };
-            if t.marks & marks::CORRUPT != 0 {
-                // A flipped payload bit breaks the UDP checksum: the kernel would drop it.
-                host.side().counters.corrupt_dropped += 1;
-                continue;
-            }
-            let Some((from, ecn, payload)) = wire::parse(&t.bytes) else {
+            let Some((from, to, ecn, payload)) = wire::parse(&t.bytes) else {
                 return Err(format!(
                     "the link delivered a packet that is not IPv4/UDP ({} bytes)",
                     t.bytes.len()
                 ));
             };
+            let client_port = if t.dir == Dir::C2s {
+                from.port()
+            } else {
+                to.port()
+            };
+            let Some(host) = hosts.receiver(t.dir, client_port) else {
+                return Err(format!("the link delivered a datagram for client port {client_port}, which no flow has"));
+            };
+            if t.marks & marks::CORRUPT != 0 {
+                // A flipped payload bit breaks the UDP checksum: the kernel would drop it.
+                host.side().counters.corrupt_dropped += 1;
+                continue;
+            }
             host.side().counters.received += 1;
             host.receive(&self.clock, now, from, ecn, payload, &mut self.buf, io)?;
         }
-        for host in [client as &mut dyn Host, server as &mut dyn Host] {
+        for host in hosts.all() {
             fire_timer(host, &self.clock, now);
             if host.app_deadline().is_some_and(|d| d <= now) {
                 host.on_app_timer(&self.clock, now);
             }
         }
-        self.react(io, client, server)?;
-        for host in [client as &mut dyn Host, server as &mut dyn Host] {
+        self.react(io, hosts)?;
+        for host in hosts.all() {
             check_stuck(host, &self.clock, now)?;
         }
         Ok(())
     }
 
     /// Lets each host hand events to its application and send what it can.
-    fn react(
-        &mut self,
-        io: &mut LinkIo,
-        client: &mut Client,
-        server: &mut Server,
-    ) -> Result<(), String> {
-        client.react(&self.clock, self.now, &mut self.buf, io)?;
-        server.react(&self.clock, self.now, &mut self.buf, io)
+    fn react(&mut self, io: &mut LinkIo, hosts: &mut Hosts) -> Result<(), String> {
+        for host in hosts.all() {
+            host.react(&self.clock, self.now, &mut self.buf, io)?;
+        }
+        Ok(())
     }
 }
 

@@ -56,15 +56,22 @@ pub fn udp4(src: SocketAddrV4, dst: SocketAddrV4, ecn: u8, payload: &[u8]) -> Ve
     p
 }
 
-/// (source, ECN bits, UDP payload) of a datagram built by `udp4` (the link may have
-/// changed its ECN bits to CE, nothing else).
-pub fn parse(p: &[u8]) -> Option<(SocketAddrV4, u8, &[u8])> {
+/// (source, destination, ECN bits, UDP payload) of a datagram built by `udp4`
+/// (the link may have changed its ECN bits to CE, nothing else).
+pub fn parse(p: &[u8]) -> Option<(SocketAddrV4, SocketAddrV4, u8, &[u8])> {
     if p.len() < HEADERS || p[0] != 0x45 || p[9] != 17 {
         return None;
     }
     let src = Ipv4Addr::new(p[12], p[13], p[14], p[15]);
+    let dst = Ipv4Addr::new(p[16], p[17], p[18], p[19]);
     let sport = u16::from_be_bytes([p[20], p[21]]);
-    Some((SocketAddrV4::new(src, sport), p[1] & 3, &p[HEADERS..]))
+    let dport = u16::from_be_bytes([p[22], p[23]]);
+    Some((
+        SocketAddrV4::new(src, sport),
+        SocketAddrV4::new(dst, dport),
+        p[1] & 3,
+        &p[HEADERS..],
+    ))
 }
 
 #[cfg(test)]
@@ -81,6 +88,6 @@ mod tests {
         assert_eq!(checksum(&[&p[..20]]), 0);
         let pseudo = [198, 18, 0, 1, 198, 19, 0, 1, 0, 17, 0, 19];
         assert_eq!(checksum(&[&pseudo, &p[20..]]), 0);
-        assert_eq!(parse(&p), Some((a, 2, &b"hello, link"[..])));
+        assert_eq!(parse(&p), Some((a, b, 2, &b"hello, link"[..])));
     }
 }
