@@ -46,3 +46,18 @@ def test_fairness_stops_once_the_verdict_is_settled(values, runs, settled):
     from properties.test_fairness import decided
 
     assert decided(values, 1.5, runs) is settled
+
+
+def test_a_hold_counts_its_extra_delay_over_the_datagrams_that_overtook_it():
+    from harness.groundtruth import PacketRecord
+    from properties.test_reordering import held_extra_delays
+
+    def rec(idx, arr, dep, marks=()):
+        return PacketRecord(dir="s2c", idx=idx, fidx=idx, flow="udp", proto="udp", sport=443, dport=40000,
+                            size=1252, arr_us=arr, fate="delivered", reason=None, dep_us=dep, qbytes=0,
+                            marks=marks)
+
+    # idx 1 is held until idx 2 and 3 have left: 20 ms in the link against their 10 ms.
+    records = [rec(0, 0, 10_000), rec(1, 100, 20_100, ("held",)), rec(2, 200, 10_200), rec(3, 5_000, 15_000)]
+    (held, extra), = held_extra_delays(records, [records[1]])
+    assert held.idx == 1 and extra == 10_000
