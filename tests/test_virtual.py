@@ -162,3 +162,61 @@ def test_real_time_recheck_reads_the_replays_closing_line():
     assert replay_verdict("1 passed in 3.20s").startswith("did not reproduce")
     assert replay_verdict("1 skipped in 1.0s").startswith("not decided")
     assert replay_verdict("ERROR: usage").startswith("not decided")
+
+
+def test_qlog_sink_writes_the_document_aioquics_own_logger_would(tmp_path, monkeypatch):
+    # The reference is aioquic's QuicLogger as it is (dicts kept to the end, the
+    # clock read through the patched `time`), dumped with json at the end, as the
+    # virtual backend wrote qlog before the sink: same parsed document, same
+    # values, only the JSON text differs (separators, exponents).
+    from aioquic.quic.logger import QLOG_VERSION, QuicLogger
+
+    from harness.virtual import qlog_sink
+
+    class Reference(qlog_sink.VirtualQlog):
+        def start_trace(self, is_client, odcid):
+            return QuicLogger.start_trace(self, is_client, odcid)
+
+        def settle(self):
+            pass
+
+        def write(self, qlog_dir):
+            for trace in self._traces:
+                data = trace.to_dict()
+                doc = {"qlog_format": "JSON", "qlog_version": QLOG_VERSION, "traces": [data]}
+                (qlog_dir / (data["common_fields"]["ODCID"] + ".qlog")).write_text(json.dumps(doc))
+
+    aioquic = endpoints.load("aioquic")
+    plan, opts = TransferPlan(sizes=(150_000, 50_000)), EndpointOptions(cc="cubic")
+    assert transfer(_schedule(5), tmp_path / "sink", aioquic, plan, opts).ok
+    monkeypatch.setattr(qlog_sink, "VirtualQlog", Reference)
+    assert transfer(_schedule(5), tmp_path / "ref", aioquic, plan, opts).ok
+    sink, ref = _files(tmp_path / "sink"), _files(tmp_path / "ref")
+    qlogs = [k for k in sink if k.endswith(".qlog")]
+    assert len(qlogs) == 2 and sink.keys() == ref.keys()
+    assert {k: v for k, v in sink.items() if k not in qlogs} == {k: v for k, v in ref.items() if k not in qlogs}
+    for name in qlogs:
+        ours, theirs = (tmp_path / "sink" / name).read_bytes(), (tmp_path / "ref" / name).read_text()
+        doc = json.loads(ours)
+        # packet_received frames are filled in after the event is logged: settled too early, they would be missing.
+        assert any(e["name"] == "transport:packet_received" and e["data"]["frames"] for e in doc["traces"][0]["events"])
+        assert json.dumps(doc) == theirs
+
+
+def test_qlog_sink_keeps_changes_made_before_settling():
+    from harness.virtual.qlog_sink import VirtualQlog
+
+    logger = VirtualQlog(lambda: 1_000_000, 0)
+    trace = logger.start_trace(is_client=True, odcid=b"\x01\x02")
+    frames = []
+    trace.log_event(category="transport", event="packet_received", data={"frames": frames})
+    frames.append({"frame_type": "ping"})
+    logger.settle()
+    frames.append({"frame_type": "padding"})  # after the settle: not the logged event any more
+    trace.log_event(category="recovery", event="metrics_updated", data={"cwnd": 12_000})
+    doc = json.loads(trace.document())
+    assert doc["qlog_version"] and doc["traces"][0]["common_fields"] == {"ODCID": "0102"}
+    assert [(e["name"], e["data"], e["time"]) for e in doc["traces"][0]["events"]] == [
+        ("transport:packet_received", {"frames": [{"frame_type": "ping"}]}, 1.0),
+        ("recovery:metrics_updated", {"cwnd": 12_000}, 1.0)]
+    assert trace.to_dict()["events"] == doc["traces"][0]["events"]

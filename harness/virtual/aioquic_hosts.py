@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from harness.virtual.loop import Host
+from harness.virtual.qlog_sink import VirtualQlog
 
 ALPN = ["hq-interop"]
 SERVER_NAME = "server.longlook.test"
@@ -41,13 +42,12 @@ class AppLog:
 
 
 def configuration(*, is_client: bool, cc: str, flow_window: int, max_datagram_size: int,
-                  keylog: Path, certs: Path | None, qlog: bool = True):
+                  keylog: Path, certs: Path | None, qlog: VirtualQlog | None = None):
     from aioquic.quic.configuration import QuicConfiguration
-    from aioquic.quic.logger import QuicLogger
 
     config = QuicConfiguration(is_client=is_client, alpn_protocols=ALPN, congestion_control_algorithm=cc,
                                max_data=flow_window, max_stream_data=flow_window,
-                               max_datagram_size=max_datagram_size, quic_logger=QuicLogger() if qlog else None)
+                               max_datagram_size=max_datagram_size, quic_logger=qlog)
     config.secrets_log_file = keylog.open("w")
     if is_client:
         import ssl
@@ -61,19 +61,13 @@ def configuration(*, is_client: bool, cc: str, flow_window: int, max_datagram_si
 
 def write_qlogs(config, qlog_dir: Path) -> None:
     """One JSON document per connection named by its ODCID, as the real endpoint."""
-    from aioquic.quic.logger import QLOG_VERSION
-
-    if config.quic_logger is None:
-        return
-    qlog_dir.mkdir(parents=True, exist_ok=True)
-    for trace in config.quic_logger._traces:  # noqa: SLF001 — QuicLogger keeps them only here
-        data = trace.to_dict()
-        doc = {"qlog_format": "JSON", "qlog_version": QLOG_VERSION, "traces": [data]}
-        (qlog_dir / (data["common_fields"]["ODCID"] + ".qlog")).write_text(json.dumps(doc))
+    if config.quic_logger is not None:
+        config.quic_logger.write(qlog_dir)
 
 
 class AioquicHost(Host):
     conn = None
+    qlog: VirtualQlog | None = None
 
     def timer_s(self) -> float | None:
         return self.conn.get_timer() if self.conn is not None else None
@@ -85,7 +79,12 @@ class AioquicHost(Host):
     def flush(self, now_s: float, now_ns: int) -> list[bytes]:
         if self.conn is None:
             return []
-        return [data for data, _ in self.conn.datagrams_to_send(now_s)]
+        datagrams = [data for data, _ in self.conn.datagrams_to_send(now_s)]
+        if self.qlog is not None:
+            # Sending is the last call into the connection at an instant: the
+            # events logged so far will not change any more.
+            self.qlog.settle()
+        return datagrams
 
     def _events(self, now_ns: int) -> None:
         while (event := self.conn.next_event()) is not None:
@@ -99,6 +98,7 @@ class Server(AioquicHost):
     def __init__(self, addr: str, port: int, config, www: Path, applog: AppLog):
         super().__init__("server", addr, port)
         self.config = config
+        self.qlog = config.quic_logger
         self.www = www.resolve()
         self.applog = applog
         self.requests: dict[int, bytes] = {}
@@ -159,6 +159,7 @@ class Client(AioquicHost):
 
         super().__init__("client", addr, port)
         self.conn = QuicConnection(configuration=config)
+        self.qlog = config.quic_logger
         self.server = server
         self.queue = list(names)
         self.testcase = testcase
