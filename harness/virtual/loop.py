@@ -28,6 +28,8 @@ STUCK_LIMIT = 1000
 #: Bytes of the IPv4 and UDP headers that `longlook_link.udp4` puts around a datagram.
 HEADERS = 28
 REVERSE = {"c2s": "s2c", "s2c": "c2s"}
+#: A host's cached timer that a call into the host may have changed.
+_STALE = object()
 
 
 class VirtualTimeError(RuntimeError):
@@ -56,7 +58,9 @@ class Host:
 
     # -- protocol hooks ------------------------------------------------------------
     def timer_s(self) -> float | None:
-        """The stack's next timer, float s, or None."""
+        """The stack's next timer, float s, or None. It may change only in the hooks
+        below (a sans-IO stack changes state only when called): the loop asks
+        again only after calling one of them."""
         raise NotImplementedError
 
     def on_timer(self, now_s: float, now_ns: int) -> None:
@@ -104,6 +108,10 @@ class EventLoop:
         #: Hosts that received, fired or woke at this instant: only they can have
         #: something new to send (asking an idle stack costs as much as a send).
         self.touched = set(self.hosts)
+        #: Each host's (timer_s(), timer_ns()) since the loop last called into it:
+        #: asking aioquic walks its packet spaces, and the loop needs the value up
+        #: to four times per instant.
+        self.timers = dict.fromkeys(self.hosts, _STALE)
 
     def run(self, until_ns: int) -> bool:
         """True when the client finished, False when `until_ns` came first."""
@@ -121,12 +129,22 @@ class EventLoop:
             self._step()
         return True
 
+    def _timer(self, direction: str) -> tuple[float | None, int | None]:
+        """The host's timer, s, and the instant it fires at, ns."""
+        timer = self.timers[direction]
+        if timer is _STALE:
+            host = self.hosts[direction]
+            t = host.timer_s()
+            timer = self.timers[direction] = (t, timer_ns(host, t))
+        return timer
+
     def _next_time(self) -> int | None:
-        times = [self.link.next_deadline()]
-        for host in self.hosts.values():
-            times += [timer_ns(host, host.timer_s()), host.app_deadline_ns()]
-        due = [t for t in times if t is not None]
-        return min(due) if due else None
+        best = self.link.next_deadline()
+        for direction, host in self.hosts.items():
+            for t in (self._timer(direction)[1], host.app_deadline_ns()):
+                if t is not None and (best is None or t < best):
+                    best = t
+        return best
 
     def _step(self) -> None:
         now = self.now_ns
@@ -140,36 +158,41 @@ class EventLoop:
                 continue
             sender = self.hosts[direction]
             host.counters["received"] += 1
-            self.touched.add(REVERSE[direction])  # the receiver sends the other way
+            back = REVERSE[direction]  # the receiver sends the other way
+            self.touched.add(back)
+            self.timers[back] = _STALE
             host.receive(packet[HEADERS:], (sender.addr, sender.port), host.clock_s(now), now)
         fired = {}
         for name, host in self.hosts.items():
-            fired[name] = self._fire(host, now)
+            fired[name] = self._fire(name, now)
             if fired[name] is not None:
                 self.touched.add(name)
             deadline = host.app_deadline_ns()
             if deadline is not None and deadline <= now:
+                self.timers[name] = _STALE
                 host.on_app_timer(now)
                 self.touched.add(name)
         self._flush()
         for name, t in fired.items():
             if t is not None:
-                self._check_stuck(self.hosts[name], t, now)
+                self._check_stuck(name, t, now)
 
-    def _fire(self, host: Host, now: int) -> float | None:
-        """Fires `host`'s timer if due; returns the value fired."""
-        t = host.timer_s()
-        at = timer_ns(host, t)
+    def _fire(self, direction: str, now: int) -> float | None:
+        """Fires the timer of the host sending in `direction` if due; returns the value fired."""
+        host = self.hosts[direction]
+        t, at = self._timer(direction)
         if at is None or at > now:
             return None
+        self.timers[direction] = _STALE
         host.on_timer(host.clock_s(now, t), now)
         host.fired = (t, now)
         return t
 
-    def _check_stuck(self, host: Host, t: float, now: int) -> None:
+    def _check_stuck(self, direction: str, t: float, now: int) -> None:
         """Counts firings after which the same timer is still due (after the host
         also had its chance to send, which is what clears ack and pacing timers)."""
-        after = host.timer_s()
+        host = self.hosts[direction]
+        after = self._timer(direction)[0]
         if after == t and math.ceil(t * 1e9) <= now:
             host.stuck += 1
             if host.stuck >= STUCK_LIMIT:
@@ -180,8 +203,11 @@ class EventLoop:
 
     def _flush(self) -> None:
         now = self.now_ns
-        for direction in sorted(self.touched):
+        for direction in ("c2s", "s2c"):
+            if direction not in self.touched:
+                continue
             host, peer = self.hosts[direction], self.receiver[direction]
+            self.timers[direction] = _STALE
             for payload in host.flush(host.clock_s(now), now):
                 host.counters["sent"] += 1
                 self.link.on_packet(now, direction, longlook_link.udp4(host.addr, peer.addr, host.port, peer.port, payload))
