@@ -14,6 +14,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from aioquic.buffer import Buffer
+from aioquic.quic import events as ev
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.connection import QuicConnection
+from aioquic.quic.packet import QuicPacketType, pull_quic_header
+
 from harness.virtual.loop import Host
 from harness.virtual.qlog_sink import VirtualQlog
 
@@ -43,8 +49,6 @@ class AppLog:
 
 def configuration(*, is_client: bool, cc: str, flow_window: int, max_datagram_size: int,
                   keylog: Path, certs: Path | None, qlog: VirtualQlog | None = None):
-    from aioquic.quic.configuration import QuicConfiguration
-
     config = QuicConfiguration(is_client=is_client, alpn_protocols=ALPN, congestion_control_algorithm=cc,
                                max_data=flow_window, max_stream_data=flow_window,
                                max_datagram_size=max_datagram_size, quic_logger=qlog)
@@ -116,10 +120,6 @@ class Server(AioquicHost):
 
     def _accept(self, payload: bytes) -> bool:
         """Creates the connection on the client's first Initial, as aioquic's server does."""
-        from aioquic.buffer import Buffer
-        from aioquic.quic.connection import QuicConnection
-        from aioquic.quic.packet import QuicPacketType, pull_quic_header
-
         try:
             header = pull_quic_header(Buffer(data=payload), host_cid_length=self.config.connection_id_length)
         except ValueError:
@@ -130,9 +130,7 @@ class Server(AioquicHost):
         return True
 
     def on_event(self, event, now_ns: int) -> None:
-        from aioquic.quic.events import StreamDataReceived
-
-        if isinstance(event, StreamDataReceived) and event.stream_id not in self.sending:
+        if isinstance(event, ev.StreamDataReceived) and event.stream_id not in self.sending:
             buf = self.requests.get(event.stream_id, b"") + event.data
             self.requests[event.stream_id] = buf
             if event.end_stream or buf.endswith(b"\n"):
@@ -155,8 +153,6 @@ class Client(AioquicHost):
 
     def __init__(self, addr: str, port: int, config, server: tuple[str, int], names: list[str],
                  testcase: str, think_ms: int, downloads: Path, applog: AppLog):
-        from aioquic.quic.connection import QuicConnection
-
         super().__init__("client", addr, port)
         self.conn = QuicConnection(configuration=config)
         self.qlog = config.quic_logger
@@ -197,8 +193,6 @@ class Client(AioquicHost):
         return self.phase == "done"
 
     def on_event(self, event, now_ns: int) -> None:
-        from aioquic.quic import events as ev
-
         if isinstance(event, ev.HandshakeCompleted) and self.phase == "handshake":
             self.phase = "requests"
             batch = self.queue if self.testcase == "multiplexing" else self.queue[:1]
