@@ -108,6 +108,33 @@ def new_ack_arrivals(view, direction: str = "c2s") -> list[float]:
     return out
 
 
+def bytes_newly_acked(view, t_from_us: float, t_to_us: float, slack_us: float = 1_000) -> int:
+    """Bytes of the sender's application packets that ACKs reaching it between the
+    two times (widened by `slack_us` for the capture's clock against the stack's log)
+    acknowledged for the first time: what slow start may have added to the window."""
+    sizes: dict[int, int] = {}
+    acked: set[int] = set()
+    total = 0
+    for d in view.datagrams:
+        if d.t_us > t_to_us + slack_us:
+            break
+        for p in d.packets:
+            if p.space != "application" or p.pn is None:
+                continue
+            if d.entered and d.direction == "s2c":
+                sizes[p.pn] = p.size
+            elif not d.entered and d.direction == "c2s":
+                for f in p.frames:
+                    if getattr(f, "name", "") != "ack":
+                        continue
+                    for low, high in f.ranges:
+                        new = [pn for pn in range(high, low - 1, -1) if pn not in acked]
+                        acked.update(new)
+                        if d.t_us > t_from_us - slack_us:
+                            total += sum(sizes.get(pn, 0) for pn in new)
+    return total
+
+
 def states(trace: Trace, beta: float | None) -> list[CongestionState]:
     """The sender's congestion states: as logged where the stack logs them, else
     inferred from its metrics and losses (harness.observe.states)."""

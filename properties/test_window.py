@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from harness import strategies
 from harness.strategies import BaseLink
+from harness.observe.events import Metrics
+from harness.runner import Inconclusive
 from harness.topology import TransferPlan
 from properties import analysis
 
@@ -23,6 +25,15 @@ BETA = {"newreno": 0.5, "cubic": 0.7}
 def _sender(obs):
     assert obs.result.ok, f"{obs.target.id}: transfer failed: {obs.result.reason}"
     return obs.sender
+
+
+def _acked_since(obs, t_from_us: float, t_to_us: float) -> int:
+    """Bytes newly acknowledged on the wire between the two times; 0 when the
+    capture cannot be read (the step-based allowance alone then applies)."""
+    try:
+        return analysis.bytes_newly_acked(obs.wire, t_from_us, t_to_us)
+    except Inconclusive:
+        return 0
 
 
 #: Long enough that a blackhole drawn by long_blackholes() falls inside the transfer.
@@ -87,10 +98,16 @@ def test_recovery_reduces_window_by_beta(longlook, target, schedule):
         series = analysis.cwnd_series(trace)
         for cut in analysis.reductions(trace)[:1]:
             # The ACK that brings the loss may first grow the window, and stacks log
-            # the window once per ACK: the cut may start from up to one ACK's growth
-            # above the last logged value (the largest step of the ten before it).
+            # the window once per ACK or less often: the cut may start above the last
+            # logged value by up to one ACK's growth (the largest step of the ten
+            # before it) or, where the capture is readable, by the bytes the ACKs
+            # since the stack last logged its metrics newly acknowledged (slow
+            # start's most).
             steps = [b[1] - a[1] for a, b in zip(series, series[1:]) if b[0] < cut.t_us][-10:]
             unlogged = max([d for d in steps if d > 0], default=0)
+            logged = max((m.t_us for m in trace.of(Metrics) if m.t_us < cut.t_us), default=None)
+            if logged is not None:
+                unlogged = max(unlogged, _acked_since(obs, logged, cut.t_us))
             high = max(beta * (cut.before + unlogged), floor) + mss
             low = max(beta * cut.before, floor) - mss
             if target.cc.family == "cubic" and cut.bytes_in_flight:

@@ -61,3 +61,23 @@ def test_a_hold_counts_its_extra_delay_over_the_datagrams_that_overtook_it():
     records = [rec(0, 0, 10_000), rec(1, 100, 20_100, ("held",)), rec(2, 200, 10_200), rec(3, 5_000, 15_000)]
     (held, extra), = held_extra_delays(records, [records[1]])
     assert held.idx == 1 and extra == 10_000
+
+
+def test_bytes_newly_acked_counts_each_packet_once_within_the_window():
+    from types import SimpleNamespace as NS
+
+    from harness.observe.quic_frames import Ack
+    from properties.analysis import bytes_newly_acked
+
+    def sent(t, pn):
+        return NS(t_us=t, entered=True, direction="s2c", packets=[NS(space="application", pn=pn, size=1000, frames=())])
+
+    def ack(t, low, high):
+        frame = Ack(largest=high, ranges=((low, high),), delay=0)
+        return NS(t_us=t, entered=False, direction="c2s", packets=[NS(space="application", pn=0, size=50, frames=(frame,))])
+
+    view = NS(datagrams=[sent(0, 1), sent(1, 2), sent(2, 3), sent(3, 4), ack(10_000, 1, 2),
+                         ack(20_000, 1, 3), ack(30_000, 1, 4), ack(90_000, 1, 4)])
+    # From 15 ms to 30 ms: pn 3 and pn 4 newly acknowledged; pn 1-2 were before it.
+    assert bytes_newly_acked(view, 15_000, 30_000, slack_us=1_000) == 2000
+    assert bytes_newly_acked(view, 0, 5_000, slack_us=1_000) == 0
