@@ -103,6 +103,10 @@ FLAKY_FINDINGS: dict[tuple[str, str], str] = {
         "download on the 1000-packet-BDP link with \"too many gaps in stream buffer\" after the "
         "slow-start overshoot's losses; docs/findings.md"
     ),
+    ("test_reordering_costs_quic_no_more_than_tcp", "quinn-newreno"): (
+        "F15 (1 of 7 runs): quinn 0.11 (newreno) was ×4.9 slower than kernel TCP with one datagram "
+        "in 50 held behind the next 3: 21 losses declared, all spurious; docs/findings.md"
+    ),
     ("test_sender_fits_a_sudden_bandwidth_drop", "picoquic-prague"): (
         "F12 (3 of 4 runs): picoquic 1.1.53 (prague) goes on growing its window for seconds while "
         "the buffer overflows after the rate drops to 10%; 1.7-8% of its datagrams dropped once "
