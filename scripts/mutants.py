@@ -184,8 +184,10 @@ class Stock:
         return sorted(everything - set(self.passed_always()))
 
     def false_kills(self) -> list[str]:
-        """Properties a stock run failed outright (recorded findings are xfails)."""
-        return sorted({p for r in self.runs for p, o in r.outcomes().items() if o in ("failed", "xpassed")})
+        """Properties a stock run failed outright. Recorded findings are xfails; a
+        strict one that passes is reported failed ([XPASS(strict)]), so it counts
+        here; "xpassed" is a flaky finding's non-strict pass, which is no kill."""
+        return sorted({p for r in self.runs for p, o in r.outcomes().items() if o == "failed"})
 
 
 def snapshot(paths: list[str]) -> list[str]:

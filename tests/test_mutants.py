@@ -119,3 +119,19 @@ def test_make_mutants_kills_a_subset_and_stock_newreno_has_no_false_kill(netns_r
     assert killers == {"beta_0_9": PROPERTIES[0], "persistent_congestion_ignored": PROPERTIES[1]}, killers
     assert result["stock"][0]["false_kills"] == []
     assert "mutation score 2/2 = 100%" in r.stdout
+
+
+def test_a_flaky_findings_pass_is_no_false_kill():
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    try:
+        zoo = importlib.import_module("mutants")
+    finally:
+        sys.path.remove(str(REPO_ROOT / "scripts"))
+
+    def run(outcome):
+        return zoo.Run(records=[{"nodeid": "properties/test_u.py::test_u[quinn-newreno]", "outcome": outcome,
+                                 "duration_s": 1.0}], wall_s=1.0, returncode=0)
+
+    # xpassed: a non-strict (flaky) finding passed; a strict one that passes is "failed".
+    assert zoo.Stock("quinn", "newreno", [run("passed"), run("xpassed")]).false_kills() == []
+    assert zoo.Stock("quinn", "newreno", [run("passed"), run("failed")]).false_kills() == ["properties/test_u.py::test_u"]
