@@ -53,8 +53,13 @@ class Host:
     counters: dict[str, int] = field(default_factory=lambda: {"sent": 0, "received": 0, "corrupt_dropped": 0})
 
     def clock_s(self, now_ns: int, floor_s: float = 0.0) -> float:
-        self.last_s = max(self.last_s, now_ns / 1e9, floor_s)
-        return self.last_s
+        s = now_ns / 1e9
+        if s < self.last_s:
+            s = self.last_s
+        if s < floor_s:
+            s = floor_s
+        self.last_s = s
+        return s
 
     # -- protocol hooks ------------------------------------------------------------
     def timer_s(self) -> float | None:
@@ -67,7 +72,8 @@ class Host:
         raise NotImplementedError
 
     def app_deadline_ns(self) -> int | None:
-        """The application's next timer (think time, a give-up bound), ns, or None."""
+        """The application's next timer (think time, a give-up bound), ns, or None;
+        like timer_s, it may change only in the hooks."""
         return None
 
     def on_app_timer(self, now_ns: int) -> None:
@@ -103,14 +109,16 @@ class EventLoop:
         self.link = link
         self.hosts = {"c2s": client, "s2c": server}
         self.receiver = {"c2s": server, "s2c": client}
+        #: The (address, port) a datagram going in each direction comes from.
+        self.source = {d: (h.addr, h.port) for d, h in self.hosts.items()}
         self.now_ns = 0
         self.steps = 0
         #: Hosts that received, fired or woke at this instant: only they can have
         #: something new to send (asking an idle stack costs as much as a send).
         self.touched = set(self.hosts)
-        #: Each host's (timer_s(), timer_ns()) since the loop last called into it:
-        #: asking aioquic walks its packet spaces, and the loop needs the value up
-        #: to four times per instant.
+        #: Each host's (timer_s(), timer_ns(), app_deadline_ns()) since the loop
+        #: last called into it: asking aioquic walks its packet spaces, and the
+        #: loop needs the values up to four times per instant.
         self.timers = dict.fromkeys(self.hosts, _STALE)
 
     def run(self, until_ns: int) -> bool:
@@ -125,68 +133,64 @@ class EventLoop:
             if t > until_ns:
                 self.now_ns = until_ns
                 return False
-            self.now_ns = max(self.now_ns, t)
+            if t > self.now_ns:
+                self.now_ns = t
             self._step()
         return True
 
-    def _timer(self, direction: str) -> tuple[float | None, int | None]:
-        """The host's timer, s, and the instant it fires at, ns."""
+    def _timer(self, direction: str) -> tuple[float | None, int | None, int | None]:
+        """The host's protocol timer (s), the instant it fires at (ns), and its
+        application's timer (ns)."""
         timer = self.timers[direction]
         if timer is _STALE:
             host = self.hosts[direction]
             t = host.timer_s()
-            timer = self.timers[direction] = (t, timer_ns(host, t))
+            timer = self.timers[direction] = (t, timer_ns(host, t), host.app_deadline_ns())
         return timer
 
     def _next_time(self) -> int | None:
         best = self.link.next_deadline()
-        for direction, host in self.hosts.items():
-            for t in (self._timer(direction)[1], host.app_deadline_ns()):
-                if t is not None and (best is None or t < best):
-                    best = t
+        for direction in self.hosts:
+            _, at, app = self._timer(direction)
+            if at is not None and (best is None or at < best):
+                best = at
+            if app is not None and (best is None or app < best):
+                best = app
         return best
 
     def _step(self) -> None:
         now = self.now_ns
         self.steps += 1
-        while (tx := self.link.poll_transmit(now)) is not None:
+        poll, touched, timers = self.link.poll_transmit, self.touched, self.timers
+        while (tx := poll(now)) is not None:
             direction, packet, _, marks = tx
             host = self.receiver[direction]
             if marks & longlook_link.CORRUPT:
                 # A flipped payload bit breaks the UDP checksum: the kernel would drop it.
                 host.counters["corrupt_dropped"] += 1
                 continue
-            sender = self.hosts[direction]
             host.counters["received"] += 1
             back = REVERSE[direction]  # the receiver sends the other way
-            self.touched.add(back)
-            self.timers[back] = _STALE
-            host.receive(packet[HEADERS:], (sender.addr, sender.port), host.clock_s(now), now)
-        fired = {}
+            touched.add(back)
+            timers[back] = _STALE
+            host.receive(packet[HEADERS:], self.source[direction], host.clock_s(now), now)
+        fired = []
         for name, host in self.hosts.items():
-            fired[name] = self._fire(name, now)
-            if fired[name] is not None:
-                self.touched.add(name)
-            deadline = host.app_deadline_ns()
-            if deadline is not None and deadline <= now:
-                self.timers[name] = _STALE
+            t, at, app = self._timer(name)
+            if at is not None and at <= now:
+                timers[name] = _STALE
+                host.on_timer(host.clock_s(now, t), now)
+                host.fired = (t, now)
+                fired.append((name, t))
+                touched.add(name)
+                app = host.app_deadline_ns()  # handling the timer may have moved it
+            if app is not None and app <= now:
+                timers[name] = _STALE
                 host.on_app_timer(now)
-                self.touched.add(name)
+                touched.add(name)
         self._flush()
-        for name, t in fired.items():
-            if t is not None:
-                self._check_stuck(name, t, now)
-
-    def _fire(self, direction: str, now: int) -> float | None:
-        """Fires the timer of the host sending in `direction` if due; returns the value fired."""
-        host = self.hosts[direction]
-        t, at = self._timer(direction)
-        if at is None or at > now:
-            return None
-        self.timers[direction] = _STALE
-        host.on_timer(host.clock_s(now, t), now)
-        host.fired = (t, now)
-        return t
+        for name, t in fired:
+            self._check_stuck(name, t, now)
 
     def _check_stuck(self, direction: str, t: float, now: int) -> None:
         """Counts firings after which the same timer is still due (after the host
@@ -208,7 +212,10 @@ class EventLoop:
                 continue
             host, peer = self.hosts[direction], self.receiver[direction]
             self.timers[direction] = _STALE
-            for payload in host.flush(host.clock_s(now), now):
-                host.counters["sent"] += 1
-                self.link.on_packet(now, direction, longlook_link.udp4(host.addr, peer.addr, host.port, peer.port, payload))
+            payloads = host.flush(host.clock_s(now), now)
+            if payloads:
+                host.counters["sent"] += len(payloads)
+                on_packet, udp4, ends = self.link.on_packet, longlook_link.udp4, (host.addr, peer.addr, host.port, peer.port)
+                for payload in payloads:
+                    on_packet(now, direction, udp4(*ends, payload))
         self.touched.clear()
