@@ -18,8 +18,9 @@ instant (after it sends); `write()` settles whatever is left.
 What differs from `json.dumps` of aioquic's dicts is the text, never the parsed
 document: no spaces after separators, exponents as msgspec writes them (`1e-7`,
 not `1e-07`), non-ASCII as UTF-8 rather than `\\u` escapes. A non-finite float
-(none of aioquic's fields can be; a custom controller's `get_log_data` could)
-would be written as null, where `json` writes the non-standard `Infinity`.
+(aioquic's own fields never held one in our runs; a custom controller's
+`get_log_data` could) would be written as null, where `json` writes the
+non-standard `Infinity`.
 """
 
 from __future__ import annotations
