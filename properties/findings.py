@@ -48,6 +48,16 @@ FINDINGS: dict[tuple[str, str], str] = {
         "acknowledged (RFC 9002 §7.3.1): +4224 B on a 2472 B ACK on the clean link, +15-18 kB "
         "under loss; docs/findings.md"
     ),
+    ("test_run_is_a_behaviour_of_the_model", "picoquic-cubic"): (
+        "F6: picoquic 1.1.53 (cubic) raises its slow-start window by more than the bytes "
+        "acknowledged (RFC 9002 §7.3.1): +4224 B on a 2472 B ACK on the clean link, +15-18 kB "
+        "under loss; docs/findings.md"
+    ),
+    ("test_run_is_a_behaviour_of_the_model", "picoquic-prague"): (
+        "F6: picoquic 1.1.53 (prague) raises its slow-start window by more than the bytes "
+        "acknowledged (RFC 9002 §7.3.1): +4224 B on a 2472 B ACK on the clean link, +15-18 kB "
+        "under loss; docs/findings.md"
+    ),
     ("test_fair_share_against_tcp_cubic", "aioquic-cubic-2"): (
         "F7: aioquic 1.7.2 (cubic) takes ×1.6-1.9 its fair share against 2 TCP CUBIC flows on "
         "Kakhki's 5 Mbit/s / 36 ms / 30 KB link, in every one of 9 runs (bound ×1.5); docs/findings.md"

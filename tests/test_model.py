@@ -176,3 +176,14 @@ def test_manifest_check_notices_a_changed_state_count(finder, tmp_path, capsys):
     manifest.write_text(json.dumps({"models": [dict(entry, distinct_states=5)]}))
     assert check.check(manifest_path=manifest, spec_dir=tmp_path) == 1
     assert "distinct_states 5 in the manifest, 4 now" in capsys.readouterr().out
+
+
+def test_a_stack_logging_the_window_after_the_acks_keeps_file_order_within_an_instant():
+    from harness.observe.events import PacketAcked
+
+    # Virtual time: two ACKs at one instant, each followed by the window it produced.
+    events = [Metrics(0.5, congestion_window=12000), PacketSent(1.0, 1, size=200), PacketSent(1.0, 2, size=600),
+              PacketAcked(5.0, 1), Metrics(5.0, congestion_window=12200), PacketAcked(5.0, 2),
+              Metrics(5.0, congestion_window=12800)]
+    log = tracefile.from_trace(validate.Trace("aioquic", "server", events, "x"), "newreno")
+    assert [r.k for r in log.records] == ["cwnd", "sent", "sent", "acked", "cwnd", "acked", "cwnd"]

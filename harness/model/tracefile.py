@@ -128,14 +128,23 @@ def from_trace(trace: Trace, family: str) -> TraceLog:
         elif isinstance(e, (CongestionState, SpuriousLoss)):
             records.append(Record("other", line))
     assert initial is not None  # _check
-    return TraceLog(_acks_first(records, trace), _max_datagram(trace), initial, family)
+    if trace.stack in WINDOW_BEFORE_ACKS:
+        records = _acks_first(records, trace)
+    return TraceLog(records, _max_datagram(trace), initial, family)
+
+
+#: Stacks that log the window an ACK frame produced before the frame's packets
+#: (picoquic writes metrics_updated first). The others log it after them, so file
+#: order is already cause before effect. Reordering those too would be wrong in
+#: virtual time, where several ACKs share one instant: every ack of the instant would
+#: move ahead of the window the first one produced.
+WINDOW_BEFORE_ACKS = frozenset({"picoquic"})
 
 
 def _acks_first(records: list[Record], trace: Trace) -> list[Record]:
-    """Within one instant, acknowledgements and losses before everything else.
-    Stacks log the window an ACK frame produced either after the frame's packets
-    (aioquic) or before them (picoquic writes metrics_updated first); the window
-    is the result of the frame either way."""
+    """Within one instant, acknowledgements and losses before everything else, for
+    a stack that logs the window before the packets it acknowledges; the window is
+    the result of the frame either way."""
     out: list[Record] = []
     i = 0
     while i < len(records):
