@@ -245,13 +245,18 @@ def _terminate(pid: int, grace_s: float = 2.0) -> None:
 def sweep_stale() -> list[str]:
     """Remove what killed earlier runs left: emulators first, then namespaces.
 
-    A namespace is stale when its owner pid is no longer alive; an emulator is
-    stale when any namespace it names is stale or gone. Returns the names removed.
+    A namespace is stale when its owner pid is no longer alive; so is an emulator
+    naming a namespace whose owner is dead (whether or not the namespace is still
+    there). Returns the names removed.
+
+    The emulator test is by owner, not by the namespace list read above: another
+    live run (a pytest-xdist worker, a second suite) can create a pair and start its
+    emulator between that listing and the /proc scan, and must not lose it.
     """
     existing = set(list_ours())
     stale = {n for n in existing if not pid_alive(owner_pid(n) or 0)}
     for pid, named in emulator_pids().items():
-        if any(n in stale or n not in existing for n in named):
+        if any(n in stale or not pid_alive(owner_pid(n) or 0) for n in named):
             _terminate(pid)
     for name in sorted(stale):
         remove(name)
