@@ -7,7 +7,9 @@ clock), so the same properties run on every stack, later also in virtual time.
 
 from __future__ import annotations
 
-from harness.observe.events import CongestionState, Metrics, PacketLost, PacketSent, PtoExpired, Trace
+from collections import Counter
+
+from harness.observe.events import CongestionState, Metrics, PacketAcked, PacketLost, PacketSent, PtoExpired, Trace
 # The detection lives beside the cause attribution (harness/observe/reductions.py);
 # re-exported so properties keep one import.
 from harness.observe.reductions import (  # noqa: F401
@@ -108,31 +110,21 @@ def new_ack_arrivals(view, direction: str = "c2s") -> list[float]:
     return out
 
 
-def bytes_newly_acked(view, t_from_us: float, t_to_us: float, slack_us: float = 1_000) -> int:
-    """Bytes of the sender's application packets that ACKs reaching it between the
-    two times (widened by `slack_us` for the capture's clock against the stack's log)
-    acknowledged for the first time: what slow start may have added to the window."""
-    sizes: dict[int, int] = {}
-    acked: set[int] = set()
-    total = 0
-    for d in view.datagrams:
-        if d.t_us > t_to_us + slack_us:
-            break
-        for p in d.packets:
-            if p.space != "application" or p.pn is None:
-                continue
-            if d.entered and d.direction == "s2c":
-                sizes[p.pn] = p.size
-            elif not d.entered and d.direction == "c2s":
-                for f in p.frames:
-                    if getattr(f, "name", "") != "ack":
-                        continue
-                    for low, high in f.ranges:
-                        new = [pn for pn in range(high, low - 1, -1) if pn not in acked]
-                        acked.update(new)
-                        if d.t_us > t_from_us - slack_us:
-                            total += sum(sizes.get(pn, 0) for pn in new)
-    return total
+def bytes_newly_acknowledged(view, t_from_us: float, t_to_us: float, slack_us: float = 1_000) -> int:
+    """Bytes of the sender's in-flight application packets that ACKs reaching it
+    between the two times (widened by `slack_us` for the capture's clock against the
+    stack's log) acknowledged for the first time: what slow start may have added to
+    the window. Read off the wire's own accounting (harness.observe.join.wire_trace)
+    of the connection that sent the most."""
+    from harness.observe.join import wire_trace
+
+    counts = Counter(d.conn for d in view.datagrams if d.direction == "s2c" and d.conn is not None)
+    if not counts:
+        return 0
+    trace = wire_trace(view, counts.most_common(1)[0][0])
+    sizes = {(p.space, p.pn): p.size or 0 for p in trace.of(PacketSent)}
+    return sum(sizes.get((a.space, a.pn), 0) for a in trace.of(PacketAcked)
+               if a.space == "application" and t_from_us - slack_us < a.t_us <= t_to_us + slack_us)
 
 
 def states(trace: Trace, beta: float | None) -> list[CongestionState]:

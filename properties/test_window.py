@@ -31,7 +31,7 @@ def _acked_since(obs, t_from_us: float, t_to_us: float) -> int:
     """Bytes newly acknowledged on the wire between the two times; 0 when the
     capture cannot be read (the step-based allowance alone then applies)."""
     try:
-        return analysis.bytes_newly_acked(obs.wire, t_from_us, t_to_us)
+        return analysis.bytes_newly_acknowledged(obs.wire, t_from_us, t_to_us)
     except Inconclusive:
         return 0
 

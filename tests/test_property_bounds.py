@@ -63,21 +63,25 @@ def test_a_hold_counts_its_extra_delay_over_the_datagrams_that_overtook_it():
     assert held.idx == 1 and extra == 10_000
 
 
-def test_bytes_newly_acked_counts_each_packet_once_within_the_window():
+def test_bytes_newly_acknowledged_counts_each_packet_once_within_the_window():
     from types import SimpleNamespace as NS
 
     from harness.observe.quic_frames import Ack
-    from properties.analysis import bytes_newly_acked
+    from properties.analysis import bytes_newly_acknowledged
+
+    def packet(pn, frames=()):
+        return NS(space="application", pn=pn, size=1000, frames=frames, ack_eliciting=not frames)
 
     def sent(t, pn):
-        return NS(t_us=t, entered=True, direction="s2c", packets=[NS(space="application", pn=pn, size=1000, frames=())])
+        return NS(t_us=t, direction="s2c", conn=0, packets=[packet(pn)])
 
     def ack(t, low, high):
-        frame = Ack(largest=high, ranges=((low, high),), delay=0)
-        return NS(t_us=t, entered=False, direction="c2s", packets=[NS(space="application", pn=0, size=50, frames=(frame,))])
+        return NS(t_us=t, direction="c2s", conn=0,
+                  packets=[packet(0, (Ack(largest=high, ranges=((low, high),), delay=0),))])
 
-    view = NS(datagrams=[sent(0, 1), sent(1, 2), sent(2, 3), sent(3, 4), ack(10_000, 1, 2),
+    view = NS(side="server", path="x", connections=[NS(ack_delay_exponent={"c2s": 3, "s2c": 3})],
+              datagrams=[sent(0, 1), sent(1, 2), sent(2, 3), sent(3, 4), ack(10_000, 1, 2),
                          ack(20_000, 1, 3), ack(30_000, 1, 4), ack(90_000, 1, 4)])
     # From 15 ms to 30 ms: pn 3 and pn 4 newly acknowledged; pn 1-2 were before it.
-    assert bytes_newly_acked(view, 15_000, 30_000, slack_us=1_000) == 2000
-    assert bytes_newly_acked(view, 0, 5_000, slack_us=1_000) == 0
+    assert bytes_newly_acknowledged(view, 15_000, 30_000, slack_us=1_000) == 2000
+    assert bytes_newly_acknowledged(view, 0, 5_000, slack_us=1_000) == 0

@@ -87,6 +87,12 @@ fn pseudo(p: &[u8], version: u8, proto: u8, l4_len: usize) -> u64 {
     sum(addrs, u64::from(proto) + l4_len as u64)
 }
 
+/// Writes the IPv4 header and UDP checksums of a plain (option-less) IPv4/UDP packet.
+pub(crate) fn set_checksums(p: &mut [u8]) {
+    set_ipv4_checksum(p, 20);
+    set_l4_checksum(p, 4, 17, 20, 26);
+}
+
 fn set_ipv4_checksum(p: &mut [u8], ihl: usize) {
     p[10] = 0;
     p[11] = 0;

@@ -13,7 +13,7 @@ use link_core::{Dir, Schedule};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 
 fn parse_dir(dir: &str) -> PyResult<Dir> {
@@ -147,65 +147,18 @@ impl PyLink {
     }
 }
 
-fn checksum(chunks: &[&[u8]]) -> u16 {
-    let mut sum = 0u32;
-    let mut odd: Option<u8> = None;
-    for c in chunks {
-        for &b in c.iter() {
-            match odd.take() {
-                Some(hi) => sum += u32::from(u16::from_be_bytes([hi, b])),
-                None => odd = Some(b),
-            }
-        }
-    }
-    if let Some(hi) = odd {
-        sum += u32::from(hi) << 8;
-    }
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 /// An IPv4/UDP datagram around `payload` with valid checksums (TTL 64, DF set), as
 /// the kernel would hand it to a TUN device.
 #[pyfunction]
 #[pyo3(signature = (src, dst, sport, dport, payload, ecn=0))]
 fn udp4<'py>(py: Python<'py>, src: &str, dst: &str, sport: u16, dport: u16, payload: &[u8], ecn: u8) -> PyResult<Bound<'py, PyBytes>> {
     let addr = |s: &str| s.parse::<Ipv4Addr>().map_err(|e| PyValueError::new_err(format!("address {s:?}: {e}")));
-    let (s, d) = (addr(src)?.octets(), addr(dst)?.octets());
-    let udp_len = 8 + payload.len();
-    if udp_len + 20 > 65535 {
+    let (s, d) = (addr(src)?, addr(dst)?);
+    if 8 + payload.len() + 20 > 65535 {
         return Err(PyValueError::new_err(format!("payload of {} bytes does not fit one IPv4 packet", payload.len())));
     }
-    let mut ip = [0u8; 20];
-    ip[0] = 0x45;
-    ip[1] = ecn & 3;
-    ip[2..4].copy_from_slice(&((udp_len + 20) as u16).to_be_bytes());
-    ip[6] = 0x40;
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&s);
-    ip[16..20].copy_from_slice(&d);
-    let c = checksum(&[&ip]);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    let mut udp = [0u8; 8];
-    udp[0..2].copy_from_slice(&sport.to_be_bytes());
-    udp[2..4].copy_from_slice(&dport.to_be_bytes());
-    udp[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
-    let len = (udp_len as u16).to_be_bytes();
-    let pseudo = [s[0], s[1], s[2], s[3], d[0], d[1], d[2], d[3], 0, 17, len[0], len[1]];
-    let c = match checksum(&[&pseudo, &udp, payload]) {
-        0 => 0xffff, // 0 means "no checksum" in UDP over IPv4
-        c => c,
-    };
-    udp[6..8].copy_from_slice(&c.to_be_bytes());
-    PyBytes::new_with(py, 20 + udp_len, |buf| {
-        buf[..20].copy_from_slice(&ip);
-        buf[20..28].copy_from_slice(&udp);
-        buf[28..].copy_from_slice(payload);
-        Ok(())
-    })
+    let p = link_core::packet::udp4(SocketAddrV4::new(s, sport), SocketAddrV4::new(d, dport), ecn, payload);
+    Ok(PyBytes::new(py, &p))
 }
 
 #[pymodule]

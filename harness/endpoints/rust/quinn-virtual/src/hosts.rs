@@ -377,11 +377,7 @@ impl Client {
         addr: SocketAddrV4,
         server: SocketAddrV4,
     ) -> Result<Client, String> {
-        let name = if k == 1 {
-            "client".to_string()
-        } else {
-            format!("client-{k}")
-        };
+        let name = numbered("client", k);
         let entropy = Entropy::new(config.seed, &name);
         let logs = Logs::create(config, &name)?;
         let side = side(config, &name, Dir::C2s, addr, &entropy, logs)?;
@@ -645,11 +641,7 @@ impl Server {
         addr: SocketAddrV4,
         logs: Logs,
     ) -> Result<Server, String> {
-        let role = if k == 1 {
-            "server".to_string()
-        } else {
-            format!("server-{k}")
-        };
+        let role = numbered("server", k);
         let entropy = Entropy::new(config.seed, &role);
         let certs = config.run_dir.join("certs");
         let provider = entropy.provider();
@@ -900,4 +892,14 @@ pub fn finish_files(clients: &mut [Client], servers: &mut [Server]) -> Result<()
             .map_err(|e| format!("{name}/app.ndjson: {e}"))?;
     }
     Ok(())
+}
+
+/// The name of the `k`-th host of a role (1-based): "client", "client-2", … as the
+/// real testbed names its extra clients' directories.
+fn numbered(role: &str, k: usize) -> String {
+    if k == 1 {
+        role.to_string()
+    } else {
+        format!("{role}-{k}")
+    }
 }
