@@ -46,11 +46,24 @@ pub fn export_locked_version(package: &str, var: &str) {
     panic!("{package} is not in {}", lock_path.display());
 }
 
-/// `n` unpredictable bytes (connection IDs), from the kernel.
+/// `n` unpredictable bytes (connection IDs), from the kernel's getrandom(2): a
+/// libc call rather than a read of /dev/urandom so that quiche-virtual, which
+/// defines getrandom in its own executable, seeds these IDs with the rest.
 pub fn random_bytes(n: usize) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
     let mut buf = vec![0u8; n];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
+    let mut filled = 0;
+    while filled < n {
+        // SAFETY: writes at most n - filled bytes into the tail of our buffer.
+        let got = unsafe { libc::getrandom(buf[filled..].as_mut_ptr().cast(), n - filled, 0) };
+        if got < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        } else {
+            filled += got as usize;
+        }
+    }
     Ok(buf)
 }
 
