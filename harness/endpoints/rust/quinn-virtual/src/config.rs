@@ -125,7 +125,8 @@ impl Config {
             .to_ascii_lowercase();
         let cc = cc::lookup(&cc_name).ok_or_else(|| {
             Bad::Unsupported(format!(
-                "quinn has no cc {cc_name:?}; known: {}",
+                "{} has no cc {cc_name:?}; known: {}",
+                crate::STACK,
                 cc::names().join(", ")
             ))
         })?;

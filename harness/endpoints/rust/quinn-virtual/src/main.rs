@@ -25,6 +25,7 @@ mod tls;
 mod config;
 mod entropy;
 mod hosts;
+mod linkio;
 mod sim;
 mod wire;
 
@@ -32,6 +33,7 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::process::exit;
 
+pub const STACK: &str = "quinn";
 pub const VERSION: &str = env!("LL_QUINN_VERSION");
 pub const PROTO_VERSION: &str = env!("LL_QUINN_PROTO_VERSION");
 

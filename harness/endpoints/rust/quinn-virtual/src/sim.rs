@@ -11,14 +11,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use link_core::lateness::Lateness;
-use link_core::output::{summary, Log, SidePcap};
 use link_core::record::marks;
-use link_core::{Dir, Schedule};
+use link_core::Dir;
 use serde_json::json;
 
 use crate::config::Config;
 use crate::hosts::{Client, Host, Logs, Server};
+pub use crate::linkio::LinkIo;
 use crate::wire;
 
 /// The first client's address; flow k uses port CLIENT_PORT + k - 1.
@@ -51,76 +50,9 @@ impl Clock {
     }
 }
 
-/// The link with its ground-truth log and captures, as the router (and the Python
-/// bindings) drive it: a packet is captured on the side it enters from when it
-/// arrives, and on the other side at its due time.
-pub struct LinkIo {
-    link: link_core::Link,
-    log: Log,
-    pcap: [SidePcap; 2],
-    start_unix_ns: u64,
-}
-
-impl LinkIo {
-    pub fn send(&mut self, now: u64, dir: Dir, packet: &[u8]) -> std::io::Result<()> {
-        self.pcap[dir.index()].write(self.start_unix_ns + now, packet)?;
-        self.link.on_packet(now, dir, packet);
-        self.drain()
-    }
-
-    fn poll(&mut self, now: u64) -> std::io::Result<Option<link_core::Transmit>> {
-        let Some(t) = self.link.poll_transmit(now) else {
-            return Ok(None);
-        };
-        self.pcap[1 - t.dir.index()].write(self.start_unix_ns + t.due_ns, &t.bytes)?;
-        self.drain()?;
-        Ok(Some(t))
-    }
-
-    fn drain(&mut self) -> std::io::Result<()> {
-        while let Some(r) = self.link.poll_record() {
-            self.log.record(&r)?;
-        }
-        Ok(())
-    }
-
-    fn close(&mut self) -> std::io::Result<serde_json::Value> {
-        self.link.shutdown();
-        self.drain()?;
-        let s = summary(&self.link, &Lateness::default(), 0);
-        self.log.finish(&s)?;
-        for p in self.pcap.iter_mut() {
-            p.close()?;
-        }
-        Ok(s)
-    }
-}
-
 pub fn run(config: &Config) -> Result<serde_json::Value, String> {
     let dir = &config.run_dir;
-    let io_err = |what: &str, e: std::io::Error| format!("{what}: {e}");
-    let schedule = Schedule::load(&dir.join("schedule.json"))
-        .map_err(|e| format!("{}: {e}", dir.join("schedule.json").display()))?;
-    let link = link_core::Link::new(schedule);
-    let argv = vec!["longlook-virtual".to_string(), "quinn".to_string()];
-    let log = Log::create(
-        Some(&dir.join("link.ndjson")),
-        &link,
-        &argv,
-        config.epoch_unix_ns,
-    )
-    .map_err(|e| io_err("link.ndjson", e))?;
-    std::fs::create_dir_all(dir.join("pcap")).map_err(|e| io_err("pcap/", e))?;
-    let pcap = [
-        SidePcap::create(&dir.join("pcap"), "client").map_err(|e| io_err("pcap/client.pcap", e))?,
-        SidePcap::create(&dir.join("pcap"), "server").map_err(|e| io_err("pcap/server.pcap", e))?,
-    ];
-    let mut io = LinkIo {
-        link,
-        log,
-        pcap,
-        start_unix_ns: config.epoch_unix_ns,
-    };
+    let mut io = LinkIo::open(dir, "quinn", config.epoch_unix_ns)?;
     let clock = Clock {
         base: Instant::now(),
         now_ns: Arc::new(AtomicU64::new(0)),
@@ -147,7 +79,7 @@ pub fn run(config: &Config) -> Result<serde_json::Value, String> {
     };
     let outcome = lp.run(&mut io, &mut hosts, config.timeout_ns);
     crate::hosts::finish_files(&mut hosts.clients, &mut hosts.servers)?;
-    let link_summary = io.close().map_err(|e| io_err("link output", e))?;
+    let link_summary = io.close().map_err(|e| format!("link output: {e}"))?;
     // The first client's problem, named by its directory when there are several.
     let client_error = || {
         hosts.clients.iter().enumerate().find_map(|(i, c)| {
