@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the Rust endpoints (quiche-endpoint, quinn-endpoint) and quinn's
-# virtual-time harness (quinn-virtual, which links the emulator's core from
-# ../../emulator) from crates.io with the versions pinned in Cargo.lock.
+# Builds the Rust endpoints (quiche-endpoint, quinn-endpoint) and their
+# virtual-time harnesses (quinn-virtual, quiche-virtual, which link the
+# emulator's core from ../../emulator) from crates.io with the versions pinned
+# in Cargo.lock.
 # Idempotent: does nothing when every binary exists and no source file (the
 # emulator's included) or Cargo.lock changed since the last build. Installs
 # the Debian packages of apt-packages.txt first if any is missing (needs root, as
@@ -10,7 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-BINARIES=(target/release/quiche-endpoint target/release/quinn-endpoint target/release/quinn-virtual)
+BINARIES=(target/release/quiche-endpoint target/release/quinn-endpoint target/release/quinn-virtual
+          target/release/quiche-virtual)
 # Touched after each successful build: cargo leaves a binary untouched when only
 # the other one's sources changed, so the binaries' own times cannot serve.
 STAMP=target/release/.ll-endpoints-built
@@ -21,7 +23,7 @@ stale() {
     for bin in "${BINARIES[@]}" "$STAMP"; do
         if [ ! -e "$bin" ]; then echo yes; return; fi
     done
-    # ../../emulator: quinn-virtual links the emulator's core.
+    # ../../emulator: the virtual-time harnesses link the emulator's core.
     if [ -n "$(find . ../../emulator/src ../../emulator/Cargo.toml -path ./target -prune -o -type f \
             \( -name '*.rs' -o -name 'Cargo.toml' -o -name 'Cargo.lock' \) \
             -newer "$STAMP" -print -quit)" ]; then
