@@ -147,12 +147,12 @@ def test_virtual_aioquic_reruns_are_bit_identical_and_observable(tmp_path):
     assert len(view.connections) == 1
 
 
-def test_kernel_tcp_and_clock_reading_stacks_are_real_time_only(tmp_path):
+def test_kernel_tcp_and_separate_process_stacks_are_real_time_only(tmp_path):
     aioquic = endpoints.load("aioquic")
     with pytest.raises(RealTimeOnly, match="kernel TCP"):
         transfer(_schedule(1), tmp_path, aioquic, TransferPlan(tcp_flows=1), EndpointOptions())
-    with pytest.raises(RealTimeOnly, match="quiche is real time only"):
-        transfer(_schedule(1), tmp_path, endpoints.load("quiche"), TransferPlan(), EndpointOptions())
+    with pytest.raises(RealTimeOnly, match="quic-go is real time only: its endpoint is a separate process"):
+        transfer(_schedule(1), tmp_path, endpoints.load("quic-go"), TransferPlan(), EndpointOptions())
 
 
 def test_real_time_recheck_reads_the_replays_closing_line():

@@ -1,7 +1,8 @@
 """Virtual-time runs: a sans-IO stack and the emulator's own core in one process,
 driven by a discrete-event loop (docs/virtual-time.md). aioquic runs in this
-process (harness/virtual/loop.py); quinn runs in the Rust binary quinn-virtual,
-which links the same core (harness/virtual/quinn.py).
+process (harness/virtual/loop.py); quinn and quiche run in the Rust binaries
+quinn-virtual and quiche-virtual, which link the same core (harness/virtual/quinn.py,
+quiche.py).
 
     from harness.virtual import transfer
     result = transfer(schedule, out_dir, stack, plan, opts)   # a TransferResult
@@ -22,9 +23,8 @@ from pathlib import Path
 from harness.schedule import Schedule
 
 #: Stacks that can run in virtual time, and why the others cannot.
-SUPPORTED = ("aioquic", "quinn")
+SUPPORTED = ("aioquic", "quinn", "quiche")
 WHY_NOT = {
-    "quiche": "quiche reads the clock itself (Instant::now() inside the library)",
     "tcp": "kernel TCP runs in the kernel's own time",
 }
 CLIENT = ("198.18.0.1", 40000)
@@ -47,13 +47,13 @@ def supports(stack_name: str) -> str | None:
 
 
 #: Stacks whose virtual backend runs several competing QUIC connections.
-MULTI_FLOW = ("quinn",)
+MULTI_FLOW = ("quinn", "quiche")
 
 
 def check_plan(plan, stack_name: str | None = None) -> None:
     """RealTimeOnly for plans that need the kernel (competing TCP flows) or that
     the stack's virtual backend cannot run yet (several QUIC connections: quinn
-    only)."""
+    and quiche only)."""
     if plan.tcp_flows:
         raise RealTimeOnly(f"the plan has {plan.tcp_flows} competing kernel TCP flow(s); "
                            "kernel TCP runs in real time only")
@@ -104,12 +104,12 @@ def transfer_with_stats(schedule: Schedule, out_dir: str | Path, stack, plan, op
         unsupported = f"initial window {opts.initial_window} unsupported (aioquic's is fixed at {FIXED_INITIAL_WINDOW} packets)"
     digests = write_objects(out / "www", plan.sizes, plan.seed) if not unsupported else {}
     started, cpu = time.perf_counter(), time.process_time()
-    if not unsupported and stack.name == "quinn":
+    if not unsupported and stack.name in ("quinn", "quiche"):
         from harness.virtual import quinn
 
         cpu_children = _children_cpu_s()
         try:
-            stats = quinn.run(schedule, out, plan, opts, list(digests))
+            stats = quinn.run(schedule, out, plan, opts, list(digests), stack=stack.name)
         except quinn.Unsupported as e:
             unsupported = str(e)
         # The stack runs in a child process: its CPU time is the children's.
@@ -200,7 +200,7 @@ def _result(stack_name: str, opts, out: Path, digests: dict[str, str], stats: di
     bad = [n for n in digests if got[n] != digests[n]]
     if not reason and bad:
         reason = f"wrong or missing bytes in {', '.join(bad)}"
-    # Competing flows' clients, in client-k/ as in real time (quinn only).
+    # Competing flows' clients, in client-k/ as in real time (quinn, quiche).
     for k in range(2, stats.get("flows", 1) + 1):
         extra = out / f"client-{k}" / "downloads"
         wrong = [n for n, h in digests.items() if _sha256(extra / n) != h]

@@ -18,6 +18,9 @@ from pathlib import Path
 from harness.endpoints import ENDPOINTS_DIR, StackError
 
 BINARY = ENDPOINTS_DIR / "rust" / "target" / "release" / "quinn-virtual"
+#: Every Rust virtual-time binary: the same input, output and run directory
+#: (quiche-virtual reuses quinn-virtual's config and link code; harness/virtual/quiche.py).
+BINARIES = {"quinn": BINARY, "quiche": BINARY.with_name("quiche-virtual")}
 #: The certificate's name (SAN); the client connects by address, as in real time.
 SERVER_NAME = "server.longlook.test"
 
@@ -31,17 +34,18 @@ class Unsupported(Exception):
     """An option quinn cannot honour (exit 127); the message says which."""
 
 
-def built() -> bool:
-    return BINARY.exists()
+def built(stack: str = "quinn") -> bool:
+    return BINARIES[stack].exists()
 
 
-def run(schedule, out: Path, plan, opts, names: list[str]) -> dict:
-    """Runs the transfer; returns the loop's statistics (error, virtual_s, steps,
-    link summary, per-host datagram counts)."""
+def run(schedule, out: Path, plan, opts, names: list[str], stack: str = "quinn") -> dict:
+    """Runs the transfer with `stack`'s binary; returns the loop's statistics
+    (error, virtual_s, steps, link summary, per-host datagram counts)."""
     from harness.virtual.determinism import EPOCH_UNIX_NS, write_cert
 
-    if not built():
-        raise QuinnVirtualError(f"{BINARY} is not built: run `make setup` "
+    binary = BINARIES[stack]
+    if not built(stack):
+        raise QuinnVirtualError(f"{binary} is not built: run `make setup` "
                                 "(or harness/endpoints/rust/build.sh)")
     schedule.write(out / "schedule.json")
     write_cert(out / "certs", SERVER_NAME, schedule.seed)
@@ -59,13 +63,14 @@ def run(schedule, out: Path, plan, opts, names: list[str]) -> dict:
         "epoch_unix_ns": EPOCH_UNIX_NS,
         "clients": plan.quic_flows,
     }
-    proc = subprocess.run([str(BINARY), str(out)], input=json.dumps(config), capture_output=True, text=True,
+    proc = subprocess.run([str(binary), str(out)], input=json.dumps(config), capture_output=True, text=True,
                           check=False)
     if proc.returncode == 127:
-        raise Unsupported(proc.stderr.strip().removeprefix("quinn-virtual: unsupported: "))
+        raise Unsupported(proc.stderr.strip().removeprefix(f"{binary.name}: unsupported: "))
     if proc.returncode != 0:
-        raise QuinnVirtualError(f"quinn-virtual exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
-    stats = json.loads(proc.stdout)
+        raise QuinnVirtualError(f"{binary.name} exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
+    # The last line: quiche's server prints its ready line first, as in real time.
+    stats = json.loads(proc.stdout.strip().splitlines()[-1])
     if stats["error"] and proc.stderr.strip():
         stats["error"] += f" (stderr: {proc.stderr.strip().splitlines()[-1][-300:]})"
     return stats

@@ -1,0 +1,131 @@
+"""quiche in virtual time (docs/virtual-time.md): the Rust harness quiche-virtual
+(harness/endpoints/rust/quiche-virtual) runs quiche-endpoint's own client and
+server over the emulator's core, with the clock and getrandom answered by the
+binary. A transfer completes and reads like a real-time run, its qlog times are
+virtual ones on the link's clock, reruns are byte-identical, and the seed
+reaches everything, TLS included."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import endpoints
+from harness.schedule import IidLoss, LinkSettings, Schedule
+from harness.topology import EndpointOptions, TransferPlan
+from harness.virtual import quiche as quiche_virtual
+from harness.virtual import supports, transfer, transfer_with_stats
+
+pytestmark = pytest.mark.skipif(not quiche_virtual.built(),
+                                reason=f"{quiche_virtual.BINARY} not built: run `make setup`")
+
+
+def _files(d: Path) -> dict[str, str]:
+    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def _lossy(seed: int) -> Schedule:
+    return Schedule.constant(seed, LinkSettings(rate_bps=20_000_000, delay_us=10_000, queue_bytes=60_000,
+                                                loss=IidLoss(0.02)))
+
+
+def test_quiche_is_supported():
+    assert supports("quiche") is None
+
+
+def test_transfer_completes_and_reads_like_a_real_time_run(tmp_path):
+    quiche = endpoints.load("quiche")
+    result, stats = transfer_with_stats(_lossy(5), tmp_path, quiche, TransferPlan(sizes=(300_000, 100_000)),
+                                        EndpointOptions(cc="cubic"))
+    assert result.ok, result.reason
+    assert result.bytes == 400_000 and result.unsupported is False
+    assert stats["link"]["s2c"]["dropped"]["loss_iid"] > 0 and stats["virtual_s"] > 0
+    saved = json.loads((tmp_path / "result.json").read_text())
+    assert saved["mode"] == "virtual" and saved["out_dir"] == "."
+
+    from harness.groundtruth import read_log
+    from harness.observe import events as ev
+    from harness.observe.qlog import read_run
+    from harness.observe.wire import read_wire
+
+    (server,) = read_run(tmp_path, "quiche")["server"]
+    gt = read_log(tmp_path / "link.ndjson")
+    # quiche's qlog origin is its (virtual) wall clock: the server's first packet
+    # leaves when the client's first datagram reaches it, on the link's clock.
+    first_arrival = min(p.dep_us for p in gt.records if p.dir == "c2s" and p.fate == "delivered")
+    assert server.of(ev.PacketSent)[0].t_us == pytest.approx(first_arrival, abs=1)
+    assert server.of(ev.PacketSent)[-1].t_us <= stats["virtual_s"] * 1e6
+    view = read_wire(tmp_path / "pcap" / "server.pcap", [tmp_path / "server" / "keys.log"],
+                     gt.header["start_unix_ns"])
+    view.check()
+    assert len(view.connections) == 1
+    version = json.loads((tmp_path / "server" / "app.ndjson").read_text().splitlines()[0])
+    assert (version["stack"], version["cc"], version["driver"]) == ("quiche", "cubic", "longlook-virtual")
+
+
+def test_reruns_are_byte_identical_and_the_seed_reaches_everything(tmp_path):
+    quiche = endpoints.load("quiche")
+    plan, opts = TransferPlan(sizes=(200_000,)), EndpointOptions(cc="bbr")
+    for name, seed in (("a", 7), ("b", 7), ("c", 8)):
+        assert transfer(_lossy(seed), tmp_path / name, quiche, plan, opts).ok
+    a, b, c = (_files(tmp_path / n) for n in "abc")
+    assert a == b
+    # Another seed: other link fates and other entropy (BoringSSL's secrets, CIDs).
+    assert a["link.ndjson"] != c["link.ndjson"]
+    assert a["server/keys.log"] != c["server/keys.log"]
+    assert a["pcap/server.pcap"] != c["pcap/server.pcap"]
+
+
+def test_think_time_passes_in_virtual_time_only(tmp_path):
+    """appidle with 2 s pauses: quiche's own timers and the client's think time
+    run on the shimmed clock, so seconds of virtual time take a fraction of one."""
+    started = time.monotonic()
+    result, stats = transfer_with_stats(_lossy(2), tmp_path, endpoints.load("quiche"),
+                                        TransferPlan(sizes=(50_000, 50_000, 50_000), testcase="appidle",
+                                                     think_ms=2000),
+                                        EndpointOptions())
+    assert result.ok, result.reason
+    assert stats["virtual_s"] > 4 and time.monotonic() - started < 4
+
+
+def test_competing_quiche_flows_each_get_a_client_and_share_the_link(tmp_path):
+    from harness.groundtruth import read_log
+    from harness.observe.join import flow_shares
+
+    plan = TransferPlan(sizes=(400_000,), quic_flows=2)
+    schedule = Schedule.constant(4, LinkSettings(rate_bps=10_000_000, delay_us=10_000, queue_bytes=50_000))
+    result, stats = transfer_with_stats(schedule, tmp_path, endpoints.load("quiche"), plan, EndpointOptions())
+    assert result.ok, result.reason
+    assert stats["flows"] == 2
+    assert (tmp_path / "client-2" / "downloads" / "object-0-400000.bin").stat().st_size == 400_000
+    assert len(list((tmp_path / "server" / "qlog").iterdir())) == 2
+    shares = flow_shares(read_log(tmp_path / "link.ndjson"))
+    ports = sorted(int(f.flow.rsplit(":", 1)[1]) for f in shares if "udp" in f.flow)
+    assert ports == [40000, 40001], [f.flow for f in shares]
+
+
+def test_options_quiche_cannot_honour_are_unsupported_not_errors(tmp_path):
+    result = transfer(_lossy(1), tmp_path, endpoints.load("quiche"), TransferPlan(sizes=(1000,)),
+                      EndpointOptions(cc="vegas"))
+    assert result.unsupported and not result.ok
+    assert "quiche has no cc" in result.reason and "newreno" in result.reason
+
+
+def test_a_timeout_in_virtual_time_is_a_failed_transfer(tmp_path):
+    blackhole = Schedule.constant(1, LinkSettings(blackhole=True))
+    result = transfer(blackhole, tmp_path, endpoints.load("quiche"), TransferPlan(sizes=(1000,)),
+                      EndpointOptions(timeout_s=5))
+    assert not result.ok and not result.unsupported
+    assert "LL_TIMEOUT_S=5 (virtual)" in result.reason or "idle timeout" in result.reason, result.reason
+
+
+def test_binary_names_bad_input(tmp_path):
+    proc = subprocess.run([str(quiche_virtual.BINARY), str(tmp_path)], input="{}", capture_output=True,
+                          text=True, check=False)
+    assert proc.returncode == 2 and "schedule.json is missing" in proc.stderr
