@@ -154,16 +154,14 @@ fn run(c: &config::Config) -> Result<serde_json::Value, String> {
         }
     }
     world::install(io, &addrs);
-    world::spawn(world::SERVER, "server".into(), {
-        let o = opts(c, Role::Server, "server");
-        move || host(o)
-    });
+    let o = opts(c, Role::Server, "server");
+    world::spawn(world::SERVER, move || host(o));
     for k in 1..=c.clients {
         let o = opts(c, Role::Client, &numbered("client", k));
-        world::spawn(k, numbered("client", k), move || host(o));
+        world::spawn(k, move || host(o));
     }
     let out = world::run(c.timeout_ns);
-    // The qlogs' buffers; the server thread stays parked in its wait.
+    // The qlogs' buffers; the server stays suspended in its wait.
     ll_endpoint_common::exit::flush_all();
     Ok(json!({
         "error": out.error,
@@ -205,7 +203,7 @@ fn main() {
     match run(&c) {
         Ok(stats) => {
             println!("{stats}");
-            // Not a return from main: the server's thread is parked for good.
+            // At once: the server's coroutine stays suspended for good.
             exit(0);
         }
         Err(e) => {
