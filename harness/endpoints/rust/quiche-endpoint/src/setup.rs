@@ -119,12 +119,9 @@ impl Setup {
             // quiche's reference_time is wall-clock; the description adds the
             // CLOCK_MONOTONIC µs of the same origin, the clock the ground truth uses.
             let origin_us = monotonic_us();
-            // qlog's serde_json writes an event in ~100 small pieces, each of
-            // which would take the shared file's lock (40% of a virtual run's
-            // CPU); a LineWriter hands it whole lines, so a kill still loses at
-            // most the event being written.
+            // Whole events to the shared file, not serde_json's pieces (EventLines).
             conn.set_qlog(
-                Box::new(std::io::LineWriter::with_capacity(16 * 1024, file)),
+                Box::new(exit::EventLines::new(file)),
                 format!("longlook {STACK} {VERSION} {role}"),
                 format!("reference_time_monotonic_us={origin_us}"),
             );
