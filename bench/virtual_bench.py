@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """Benchmark of virtual time (docs/virtual-time.md): speed-up over real time and
-determinism, for aioquic (in-process) or quinn (the Rust harness quinn-virtual).
+determinism, for aioquic (in-process), quinn or quiche (the Rust harnesses
+quinn-virtual and quiche-virtual).
 
-    .venv/bin/python bench/virtual_bench.py [--impl aioquic|quinn] [--reruns 5] [--real] [--only CASE,...]
+    .venv/bin/python bench/virtual_bench.py [--impl aioquic|quinn|quiche] [--reruns 5] [--real] [--only CASE,...]
 
 Cases (cubic, one object, multiplexing testcase, link seed 1):
   lossy10   5 MB over 10 Mbit/s, 40 ms RTT, 1% iid loss each way, queue one BDP
   kakhki    5 MB over Kakhki et al.'s bottleneck: 5 Mbit/s, 36 ms RTT, 30 KB queue
 
 Per case: the virtual time the transfer took, the wall time of the virtual run
-(best of `--reruns`) and its CPU time (load-independent on a shared host; for quinn
+(best of `--reruns`) and its CPU time (load-independent on a shared host; for quinn/quiche
 the child process's), their ratio (how much faster than real time the same
 transfer would be if real time were as long as virtual time), and whether every
 rerun produced byte-identical files (one SHA-256 over the whole run directory).
@@ -181,7 +182,7 @@ def cross_check(impl: str, tmp: Path) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--impl", default="aioquic", choices=("aioquic", "quinn"), help="stack (default aioquic)")
+    ap.add_argument("--impl", default="aioquic", choices=("aioquic", "quinn", "quiche"), help="stack (default aioquic)")
     ap.add_argument("--reruns", type=int, default=5, help="virtual runs per case (default 5)")
     ap.add_argument("--real", action="store_true", help="also run each case once in real time (root)")
     ap.add_argument("--only", default=",".join(CASES), help=f"cases, comma-separated ({', '.join(CASES)})")
