@@ -39,6 +39,7 @@ use std::process::exit;
 use std::time::Duration;
 
 use link_core::Dir;
+use linkio::numbered;
 use ll_endpoint_common::hq::Request;
 use ll_endpoint_common::{Failure, Opts, Role};
 use serde_json::json;
@@ -62,15 +63,6 @@ mod cc {
 const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const CLIENT_PORT: u16 = 40000;
 const SERVER: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(198, 19, 0, 1), 4433);
-
-/// client, client-2, … as the real testbed's extra clients.
-fn numbered(role: &str, k: usize) -> String {
-    if k == 1 {
-        role.to_string()
-    } else {
-        format!("{role}-{k}")
-    }
-}
 
 /// The contract's options for one host, as the real harness would set them in
 /// its environment (docs/endpoints.md), with the run directory's paths.

@@ -20,9 +20,9 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use link_core::record::marks;
 use link_core::Dir;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use crate::linkio::LinkIo;
+use crate::linkio::{Counters, LinkIo};
 use crate::{shim, wire};
 
 /// Host 0 is the server; client k (1-based) is host k.
@@ -35,19 +35,6 @@ enum State {
     NotStarted,
     Waiting,
     Done,
-}
-
-#[derive(Default)]
-pub struct Counters {
-    pub sent: u64,
-    pub received: u64,
-    pub corrupt_dropped: u64,
-}
-
-impl Counters {
-    pub fn to_json(&self) -> Value {
-        json!({"sent": self.sent, "received": self.received, "corrupt_dropped": self.corrupt_dropped})
-    }
 }
 
 struct HostState {
@@ -148,7 +135,9 @@ pub fn spawn(host: usize, body: impl FnOnce() -> Result<(), String> + 'static) {
 fn resume(i: usize) {
     HOST.with(|h| h.set(i));
     // Taken out while it runs: the host's own calls borrow the other cells.
-    let mut co = HOSTS.with(|h| h.borrow_mut()[i].take()).expect("a live host");
+    let mut co = HOSTS
+        .with(|h| h.borrow_mut()[i].take())
+        .expect("a live host");
     match co.resume(()) {
         CoroutineResult::Yield(()) => HOSTS.with(|h| h.borrow_mut()[i] = Some(co)),
         CoroutineResult::Return(outcome) => with(|w| {
@@ -259,7 +248,10 @@ pub fn run(until: u64) -> Outcome {
             if t > until {
                 w.now = until;
                 shim::set_now(until);
-                return Err(format!("gave up after LL_TIMEOUT_S={} (virtual)", until as f64 / 1e9));
+                return Err(format!(
+                    "gave up after LL_TIMEOUT_S={} (virtual)",
+                    until as f64 / 1e9
+                ));
             }
             w.now = w.now.max(t);
             shim::set_now(w.now);
@@ -281,9 +273,13 @@ pub fn run(until: u64) -> Outcome {
     with(|w| {
         // The first client's own failure explains a run better than the loop's.
         let client_error = w.hosts[1..].iter().enumerate().find_map(|(i, h)| {
-            h.error
-                .as_ref()
-                .map(|e| if i == 0 { e.clone() } else { format!("client-{}: {e}", i + 1) })
+            h.error.as_ref().map(|e| {
+                if i == 0 {
+                    e.clone()
+                } else {
+                    format!("client-{}: {e}", i + 1)
+                }
+            })
         });
         let link = match w.io.close() {
             Ok(s) => s,

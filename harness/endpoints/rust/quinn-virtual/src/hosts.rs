@@ -26,6 +26,7 @@ use serde_json::{json, Value};
 
 use crate::config::{Config, Testcase};
 use crate::entropy::{Entropy, KeyLogTo, SeededCids, VirtualWallClock};
+use crate::linkio::{numbered, Counters};
 use crate::sim::{Clock, LinkIo, MAX_BATCH};
 use crate::{tls, wire, PROTO_VERSION, VERSION};
 
@@ -33,19 +34,6 @@ use crate::{tls, wire, PROTO_VERSION, VERSION};
 const DRAIN_LIMIT_NS: u64 = 2_000_000_000;
 /// A host reacting more often than this within one instant is looping.
 const REACT_LIMIT: usize = 100_000;
-
-#[derive(Default)]
-pub struct Counters {
-    pub sent: u64,
-    pub received: u64,
-    pub corrupt_dropped: u64,
-}
-
-impl Counters {
-    pub fn to_json(&self) -> Value {
-        json!({"sent": self.sent, "received": self.received, "corrupt_dropped": self.corrupt_dropped})
-    }
-}
 
 /// LL_APPLOG with virtual times: t_us is µs since the link started, and the
 /// version record pairs t_us 0 with the epoch, so harness/observe maps the qlog
@@ -892,14 +880,4 @@ pub fn finish_files(clients: &mut [Client], servers: &mut [Server]) -> Result<()
             .map_err(|e| format!("{name}/app.ndjson: {e}"))?;
     }
     Ok(())
-}
-
-/// The name of the `k`-th host of a role (1-based): "client", "client-2", … as the
-/// real testbed names its extra clients' directories.
-fn numbered(role: &str, k: usize) -> String {
-    if k == 1 {
-        role.to_string()
-    } else {
-        format!("{role}-{k}")
-    }
 }

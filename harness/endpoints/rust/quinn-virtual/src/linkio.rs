@@ -5,6 +5,7 @@
 use link_core::lateness::Lateness;
 use link_core::output::{summary, Log, SidePcap};
 use link_core::{Dir, Schedule};
+use serde_json::{json, Value};
 use std::path::Path;
 
 /// The link with its ground-truth log and captures, as the router (and the Python
@@ -74,5 +75,29 @@ impl LinkIo {
             p.close()?;
         }
         Ok(s)
+    }
+}
+
+/// A host's datagram counts, as both harnesses report them on stdout.
+#[derive(Default)]
+pub struct Counters {
+    pub sent: u64,
+    pub received: u64,
+    pub corrupt_dropped: u64,
+}
+
+impl Counters {
+    pub fn to_json(&self) -> Value {
+        json!({"sent": self.sent, "received": self.received, "corrupt_dropped": self.corrupt_dropped})
+    }
+}
+
+/// The name of the `k`-th host of a role (1-based): "client", "client-2", … as the
+/// real testbed names its extra clients' directories.
+pub fn numbered(role: &str, k: usize) -> String {
+    if k == 1 {
+        role.to_string()
+    } else {
+        format!("{role}-{k}")
     }
 }
