@@ -167,6 +167,10 @@ fn run(c: &config::Config) -> Result<serde_json::Value, String> {
 }
 
 fn main() {
+    if !shim::SUPPORTED {
+        eprintln!("quiche-virtual: unsupported: its clock and getrandom shim needs x86_64 Linux with glibc (docs/virtual-time.md)");
+        exit(127);
+    }
     // RDRAND off in BoringSSL (read once, at its first use): on Intel CPUs it
     // mixes RDRAND output into every RAND_bytes call, which no shim can reach.
     // The mask clears CPUID.1:ECX bit 30 (bit 62 of the first value).

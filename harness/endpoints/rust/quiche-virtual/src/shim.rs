@@ -21,8 +21,13 @@ use std::sync::Mutex;
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-compile_error!("quiche-virtual's clock and entropy shim is written for x86_64 Linux (glibc)");
+/// Whether this build answers the libc calls (x86_64 Linux with glibc only);
+/// elsewhere the binary builds, so the workspace does, and refuses to run.
+pub const SUPPORTED: bool = cfg!(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    target_env = "gnu"
+));
 
 /// The loop's current time, ns since the link started (virtual time 0).
 static NOW_NS: AtomicU64 = AtomicU64::new(0);
@@ -72,117 +77,123 @@ pub fn instant_ns(t: std::time::Instant, zero: std::time::Instant) -> u64 {
     t.saturating_duration_since(zero).as_nanos() as u64
 }
 
-fn write_ts(ts: *mut libc::timespec, ns: u64) {
-    // SAFETY: clock_gettime's caller passes a timespec it owns.
-    unsafe {
-        (*ts).tv_sec = (ns / 1_000_000_000) as libc::time_t;
-        (*ts).tv_nsec = (ns % 1_000_000_000) as libc::c_long;
-    }
-}
+#[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+mod interpose {
+    use super::{fill, now, EPOCH_UNIX_NS, MONOTONIC_BASE_NS};
+    use std::sync::atomic::Ordering;
 
-#[no_mangle]
-pub extern "C" fn clock_gettime(clk: libc::clockid_t, ts: *mut libc::timespec) -> libc::c_int {
-    match clk {
-        libc::CLOCK_REALTIME | libc::CLOCK_REALTIME_COARSE | libc::CLOCK_TAI => {
-            write_ts(ts, EPOCH_UNIX_NS.load(Ordering::Relaxed) + now())
-        }
-        libc::CLOCK_MONOTONIC
-        | libc::CLOCK_MONOTONIC_RAW
-        | libc::CLOCK_MONOTONIC_COARSE
-        | libc::CLOCK_BOOTTIME => write_ts(ts, MONOTONIC_BASE_NS + now()),
-        // CPU-time clocks (the harness's own accounting) stay real.
-        _ => {
-            // SAFETY: the kernel fills the caller's timespec.
-            return unsafe {
-                errno_or(raw_syscall(
-                    libc::SYS_clock_gettime,
-                    clk as libc::c_long,
-                    ts as libc::c_long,
-                    0,
-                    0,
-                    0,
-                    0,
-                )) as libc::c_int
-            };
-        }
-    }
-    0
-}
-
-#[no_mangle]
-pub extern "C" fn gettimeofday(tv: *mut libc::timeval, _tz: *mut libc::c_void) -> libc::c_int {
-    if !tv.is_null() {
-        let ns = EPOCH_UNIX_NS.load(Ordering::Relaxed) + now();
-        // SAFETY: the caller passes a timeval it owns (or null, skipped).
+    fn write_ts(ts: *mut libc::timespec, ns: u64) {
+        // SAFETY: clock_gettime's caller passes a timespec it owns.
         unsafe {
-            (*tv).tv_sec = (ns / 1_000_000_000) as libc::time_t;
-            (*tv).tv_usec = (ns % 1_000_000_000 / 1000) as libc::suseconds_t;
+            (*ts).tv_sec = (ns / 1_000_000_000) as libc::time_t;
+            (*ts).tv_nsec = (ns % 1_000_000_000) as libc::c_long;
         }
     }
-    0
-}
 
-#[no_mangle]
-pub extern "C" fn time(t: *mut libc::time_t) -> libc::time_t {
-    let s = ((EPOCH_UNIX_NS.load(Ordering::Relaxed) + now()) / 1_000_000_000) as libc::time_t;
-    if !t.is_null() {
-        // SAFETY: the caller's own time_t.
-        unsafe { *t = s };
+    #[no_mangle]
+    pub extern "C" fn clock_gettime(clk: libc::clockid_t, ts: *mut libc::timespec) -> libc::c_int {
+        match clk {
+            libc::CLOCK_REALTIME | libc::CLOCK_REALTIME_COARSE | libc::CLOCK_TAI => {
+                write_ts(ts, EPOCH_UNIX_NS.load(Ordering::Relaxed) + now())
+            }
+            libc::CLOCK_MONOTONIC
+            | libc::CLOCK_MONOTONIC_RAW
+            | libc::CLOCK_MONOTONIC_COARSE
+            | libc::CLOCK_BOOTTIME => write_ts(ts, MONOTONIC_BASE_NS + now()),
+            // CPU-time clocks (the harness's own accounting) stay real.
+            _ => {
+                // SAFETY: the kernel fills the caller's timespec.
+                return unsafe {
+                    errno_or(raw_syscall(
+                        libc::SYS_clock_gettime,
+                        clk as libc::c_long,
+                        ts as libc::c_long,
+                        0,
+                        0,
+                        0,
+                        0,
+                    )) as libc::c_int
+                };
+            }
+        }
+        0
     }
-    s
-}
 
-#[no_mangle]
-pub extern "C" fn getrandom(buf: *mut libc::c_void, len: usize, _flags: libc::c_uint) -> isize {
-    fill(buf.cast(), len);
-    len as isize
-}
-
-/// # Safety
-/// As glibc's syscall(2): the arguments must suit the call `n`.
-#[no_mangle]
-pub unsafe extern "C" fn syscall(
-    n: libc::c_long,
-    a: libc::c_long,
-    b: libc::c_long,
-    c: libc::c_long,
-    d: libc::c_long,
-    e: libc::c_long,
-    f: libc::c_long,
-) -> libc::c_long {
-    if n == libc::SYS_getrandom {
-        fill(a as *mut u8, b as usize);
-        return b;
+    #[no_mangle]
+    pub extern "C" fn gettimeofday(tv: *mut libc::timeval, _tz: *mut libc::c_void) -> libc::c_int {
+        if !tv.is_null() {
+            let ns = EPOCH_UNIX_NS.load(Ordering::Relaxed) + now();
+            // SAFETY: the caller passes a timeval it owns (or null, skipped).
+            unsafe {
+                (*tv).tv_sec = (ns / 1_000_000_000) as libc::time_t;
+                (*tv).tv_usec = (ns % 1_000_000_000 / 1000) as libc::suseconds_t;
+            }
+        }
+        0
     }
-    errno_or(raw_syscall(n, a, b, c, d, e, f))
-}
 
-/// glibc's convention: -1 with errno set for a kernel error return.
-unsafe fn errno_or(ret: libc::c_long) -> libc::c_long {
-    if (-4095..0).contains(&ret) {
-        *libc::__errno_location() = -ret as libc::c_int;
-        return -1;
+    #[no_mangle]
+    pub extern "C" fn time(t: *mut libc::time_t) -> libc::time_t {
+        let s = ((EPOCH_UNIX_NS.load(Ordering::Relaxed) + now()) / 1_000_000_000) as libc::time_t;
+        if !t.is_null() {
+            // SAFETY: the caller's own time_t.
+            unsafe { *t = s };
+        }
+        s
     }
-    ret
-}
 
-/// The kernel call itself; glibc's `syscall` is the symbol we replaced.
-unsafe fn raw_syscall(
-    n: libc::c_long,
-    a: libc::c_long,
-    b: libc::c_long,
-    c: libc::c_long,
-    d: libc::c_long,
-    e: libc::c_long,
-    f: libc::c_long,
-) -> libc::c_long {
-    let ret: libc::c_long;
-    std::arch::asm!(
-        "syscall",
-        inlateout("rax") n => ret,
-        in("rdi") a, in("rsi") b, in("rdx") c, in("r10") d, in("r8") e, in("r9") f,
-        lateout("rcx") _, lateout("r11") _,
-        options(nostack)
-    );
-    ret
+    #[no_mangle]
+    pub extern "C" fn getrandom(buf: *mut libc::c_void, len: usize, _flags: libc::c_uint) -> isize {
+        fill(buf.cast(), len);
+        len as isize
+    }
+
+    /// # Safety
+    /// As glibc's syscall(2): the arguments must suit the call `n`.
+    #[no_mangle]
+    pub unsafe extern "C" fn syscall(
+        n: libc::c_long,
+        a: libc::c_long,
+        b: libc::c_long,
+        c: libc::c_long,
+        d: libc::c_long,
+        e: libc::c_long,
+        f: libc::c_long,
+    ) -> libc::c_long {
+        if n == libc::SYS_getrandom {
+            fill(a as *mut u8, b as usize);
+            return b;
+        }
+        errno_or(raw_syscall(n, a, b, c, d, e, f))
+    }
+
+    /// glibc's convention: -1 with errno set for a kernel error return.
+    unsafe fn errno_or(ret: libc::c_long) -> libc::c_long {
+        if (-4095..0).contains(&ret) {
+            *libc::__errno_location() = -ret as libc::c_int;
+            return -1;
+        }
+        ret
+    }
+
+    /// The kernel call itself; glibc's `syscall` is the symbol we replaced.
+    unsafe fn raw_syscall(
+        n: libc::c_long,
+        a: libc::c_long,
+        b: libc::c_long,
+        c: libc::c_long,
+        d: libc::c_long,
+        e: libc::c_long,
+        f: libc::c_long,
+    ) -> libc::c_long {
+        let ret: libc::c_long;
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") n => ret,
+            in("rdi") a, in("rsi") b, in("rdx") c, in("r10") d, in("r8") e, in("r9") f,
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack)
+        );
+        ret
+    }
 }
