@@ -133,17 +133,14 @@ fn run(c: &config::Config) -> Result<serde_json::Value, String> {
             Dir::C2s,
         ));
     }
-    for (role, dir) in [(Role::Server, "server".to_string())]
+    // The hosts' directories, for their app and key logs (the client makes
+    // downloads/ and each host its qlog/ as in real time).
+    for dir in ["server".to_string()]
         .into_iter()
-        .chain((1..=c.clients).map(|k| (Role::Client, numbered("client", k))))
+        .chain((1..=c.clients).map(|k| numbered("client", k)))
     {
-        let d = c.run_dir.join(&dir);
-        std::fs::create_dir_all(d.join("downloads"))
-            .map_err(|e| format!("{}: {e}", d.display()))?;
-        if role == Role::Server {
-            // Only clients download.
-            let _ = std::fs::remove_dir(d.join("downloads"));
-        }
+        let d = c.run_dir.join(dir);
+        std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
     }
     world::install(io, &addrs);
     let o = opts(c, Role::Server, "server");
