@@ -4,7 +4,13 @@ fails on behaviour, not on scheduler noise."""
 
 from __future__ import annotations
 
+from harness.endpoints import FAMILY_BETA
 from harness.schedule import Schedule
+
+#: kLossReductionFactor per family: RFC 9002 §7.3.2 (NewReno), RFC 9438 §4.6 (CUBIC).
+#: A controller is judged by its family's β, never by the one its factory claims:
+#: a mutant that claims β 0.9 must still fail.
+BETA = FAMILY_BETA
 
 
 def transfer_time_bound_s(schedule: Schedule, total_bytes: int) -> float:

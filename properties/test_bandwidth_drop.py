@@ -43,8 +43,7 @@ from harness.schedule import Phase, Schedule
 from harness.strategies import BaseLink
 from harness.topology import TransferPlan
 from properties import analysis
-from properties.bounds import transfer_time_bound_s
-from properties.test_window import BETA
+from properties.bounds import BETA, transfer_time_bound_s
 
 #: Most of the flow's datagrams the bottleneck may drop once the sender has fitted.
 OVERFLOW_SHARE = 0.02

@@ -24,7 +24,7 @@ from harness.schedule import Action
 from harness.strategies import QUIC, BaseLink
 from harness.topology import TransferPlan
 from properties import analysis
-from properties.test_window import BETA
+from properties.bounds import BETA
 
 PLAN = TransferPlan(sizes=(3_000_000,))
 #: Growth allowed per smoothed RTT: NewReno one datagram, measured over windows of

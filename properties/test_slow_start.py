@@ -21,7 +21,7 @@ from hypothesis import example, given
 from harness import strategies
 from harness.topology import TransferPlan
 from properties import analysis
-from properties.test_window import BETA
+from properties.bounds import BETA
 
 PLAN = TransferPlan(sizes=(2_000_000,))
 #: How far back a signal may lie: a loss is declared up to about two RTTs after the

@@ -16,10 +16,9 @@ from harness.observe.events import Metrics
 from harness.runner import Inconclusive
 from harness.topology import TransferPlan
 from properties import analysis
+from properties.bounds import BETA
 
 PLAN = TransferPlan(sizes=(1_000_000,))
-#: kLossReductionFactor per family: RFC 9002 §7.3.2 (NewReno), RFC 9438 §4.6 (CUBIC).
-BETA = {"newreno": 0.5, "cubic": 0.7}
 
 
 def _sender(obs):

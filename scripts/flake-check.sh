@@ -10,15 +10,20 @@ runs=${1:-10}
 impl=${2:-aioquic,quic-go}
 make setup >/dev/null
 passed=0
+# One artifacts directory per stack set, so checks of several stacks can follow each other.
+tag=${impl//,/-}
 for i in $(seq 1 "$runs"); do
     start=$(date +%s)
-    if .venv/bin/python -m pytest properties/ --impl "$impl" --hypothesis-profile ci -q -p no:cacheprovider \
-        --artifacts "artifacts/flake-$i" >"artifacts/flake-$i.log" 2>&1; then
+    if .venv/bin/python -m pytest properties/ --impl "$impl" --hypothesis-profile ci -q -rsx -p no:cacheprovider \
+        --artifacts "artifacts/flake-$tag-$i" >"artifacts/flake-$tag-$i.log" 2>&1; then
         passed=$((passed + 1)); verdict=pass
     else
-        verdict="FAIL (artifacts/flake-$i.log)"
+        verdict="FAIL (artifacts/flake-$tag-$i.log)"
     fi
-    echo "flake-check: run $i/$runs: $verdict in $(( $(date +%s) - start )) s" >&2
+    # pytest's summary line: inconclusive runs are skips, and a pass with many of
+    # them says less than a pass without.
+    summary=$(grep -E '^[0-9]+ (passed|failed).* in [0-9.]+s' "artifacts/flake-$tag-$i.log" | tail -1)
+    echo "flake-check: run $i/$runs: $verdict in $(( $(date +%s) - start )) s: ${summary:-no summary}" >&2
 done
 echo "flake-check: $passed passed, $((runs - passed)) failed (impl $impl, ci profile)"
 [ "$passed" -eq "$runs" ]

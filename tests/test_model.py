@@ -138,6 +138,9 @@ def test_records_join_packets_and_put_acks_first_within_an_instant():
     assert [(r.k, r.pn, r.size) for r in log.records] == [
         ("cwnd", -1, -1), ("sent", 0, 1000), ("acked", 0, 1000), ("cwnd", -1, -1)]
     assert log.initial_window == 12000 and "TraceInitialWindows == {12000}" in log.module()
+    # A stack whose dialect logs the window after the ACK's packets keeps file order.
+    log = tracefile.from_trace(validate.Trace("aioquic", "server", events, "x"), "newreno")
+    assert [r.k for r in log.records] == ["cwnd", "sent", "cwnd", "acked"]
 
 
 def test_model_transitions_cover_the_trace(finder, tmp_path):

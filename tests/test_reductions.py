@@ -67,8 +67,11 @@ def test_quiche_without_packet_lost_is_matched_by_time(tmp_path):
     assert not trace.of(ev.PacketLost) and len(causes) == 3
     assert all((c.cause, c.matched_by, c.declared, c.reasons) == ("drop", "time", (), ("loss_iid",))
                for c in causes), [c.describe() for c in causes]
-    # Each drop is offered once, to the first cut it could have caused.
-    idx = [r.idx for c in causes for r in c.records]
+    # quiche undid its second cut (CUBIC rollback) 41 ms later, then cut again.
+    assert R.undone(trace) == {1}
+    # Each drop is offered once to a cut that stands: the first cut it could have
+    # caused, or, after an undo, the cut that replaced the undone one.
+    idx = [r.idx for i, c in enumerate(causes) if i != 1 for r in c.records]
     assert len(idx) == len(set(idx)) and all(r.arr_us < c.reduction.t_us - 40_000 + R.SEND_TOLERANCE_US
                                              for c in causes for r in c.records)
 
@@ -173,6 +176,30 @@ def test_losses_before_the_previous_reduction_are_not_counted_again():
     first, second = R.reductions_with_cause(tr, truth(records))
     assert (first.declared, second.declared) == ((20,), (120,))
     assert [r.idx for r in second.records] == [120]
+
+
+def test_a_cut_after_the_stack_undid_the_previous_one_may_have_the_same_drops_as_cause():
+    """quiche's CUBIC rollback (RFC 9438 §4.9): cut for the drops of 20 and 22, restore,
+    cut again. After the restore, 22 (sent before the first cut) may cause the second."""
+    sends = steady(200)
+    records = [rec(i, t, "dropped" if i in (20, 22) else "delivered", "loss_iid") for i, t in enumerate(sends)]
+    tr = trace(sends, [(0, 60_000), (62_000, 42_000), (104_000, 60_000), (104_001, 42_000)])
+    assert R.undone(tr) == {0}
+    first, second = R.reductions_with_cause(tr, truth(records))
+    assert (first.cause, second.cause) == ("drop", "drop")
+    assert [r.idx for r in second.records] == [20, 22]
+
+
+def test_growing_back_in_small_steps_is_no_undo():
+    """The window regains its old size by congestion avoidance; a cut with no new drop
+    after the first still has no cause."""
+    sends = steady(200)
+    records = [rec(i, t, "dropped" if i == 20 else "delivered", "loss_iid") for i, t in enumerate(sends)]
+    growth = [(70_000 + k * 2_000, 42_000 + k * 1_500) for k in range(1, 13)]  # back to 60_000
+    tr = trace(sends, [(0, 60_000), (62_000, 42_000), *growth, (150_000, 30_000)])
+    assert R.undone(tr) == set()
+    first, second = R.reductions_with_cause(tr, truth(records))
+    assert (first.cause, second.cause) == ("drop", "none")
 
 
 # --- recovery periods -------------------------------------------------------------------

@@ -84,7 +84,8 @@ class Stack:
         )
 
 
-#: β of each family whose rules a controller given by import path may claim.
+#: kLossReductionFactor of each family (RFC 9002 §7.3.2, RFC 9438 §4.6): the
+#: families whose rules a controller given by import path may claim.
 FAMILY_BETA = {"newreno": 0.5, "cubic": 0.7}
 
 

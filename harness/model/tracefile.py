@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.observe import dialects
 from harness.observe.events import (CongestionState, Metrics, PacketAcked, PacketLost, PacketSent, PtoExpired,
                                     SpuriousLoss, Trace)
 
@@ -128,23 +129,17 @@ def from_trace(trace: Trace, family: str) -> TraceLog:
         elif isinstance(e, (CongestionState, SpuriousLoss)):
             records.append(Record("other", line))
     assert initial is not None  # _check
-    if trace.stack in WINDOW_BEFORE_ACKS:
+    if dialects.get(trace.stack).window_before_acks:
         records = _acks_first(records, trace)
     return TraceLog(records, _max_datagram(trace), initial, family)
 
 
-#: Stacks that log the window an ACK frame produced before the frame's packets
-#: (picoquic writes metrics_updated first). The others log it after them, so file
-#: order is already cause before effect. Reordering those too would be wrong in
-#: virtual time, where several ACKs share one instant: every ack of the instant would
-#: move ahead of the window the first one produced.
-WINDOW_BEFORE_ACKS = frozenset({"picoquic"})
-
-
 def _acks_first(records: list[Record], trace: Trace) -> list[Record]:
     """Within one instant, acknowledgements and losses before everything else, for
-    a stack that logs the window before the packets it acknowledges; the window is
-    the result of the frame either way."""
+    a stack whose dialect says it logs the window before the packets it
+    acknowledges; the window is the result of the frame either way. Only for
+    those: in virtual time several ACKs share one instant, and every ack of the
+    instant would move ahead of the window the first one produced."""
     out: list[Record] = []
     i = 0
     while i < len(records):

@@ -154,10 +154,34 @@ def reductions_with_cause(trace: Trace, ground_truth: GroundTruth, joined: Join 
     time only. Times are the link's (µs), as in every normalised trace.
     """
     ctx = _Context(trace, ground_truth, joined, conn)
+    gone = undone(trace)
     out, prev = [], None
-    for r in reductions(trace):
+    for i, r in enumerate(reductions(trace)):
         out.append(ctx.cause(r, prev))
-        prev = r
+        # An undone reduction no longer bounds what may cause the next one.
+        if i not in gone:
+            prev = r
+    return out
+
+
+def undone(trace: Trace) -> set[int]:
+    """Indices (into `reductions(trace)`) of the reductions the stack undid: RFC 9438
+    §4.9 lets a sender that finds a congestion event spurious restore its state, the
+    recovery period's start included (quiche's CUBIC rollback does). Seen as the
+    window jumping back, in one update and by more than REDUCTION_FRACTION, to at
+    least where the latest reduction started. Growth back to it in small steps is no
+    undo: the reduction still stands."""
+    out: set[int] = set()
+    n, cwnd, before = 0, None, 0
+    for m in trace.of(Metrics):
+        w = m.congestion_window
+        if w is None or w == cwnd:
+            continue
+        if cwnd is not None and w < cwnd * (1 - REDUCTION_FRACTION):  # as in reductions()
+            n, before = n + 1, cwnd
+        elif cwnd is not None and n and w > cwnd * (1 + REDUCTION_FRACTION) and w >= before:
+            out.add(n - 1)
+        cwnd = w
     return out
 
 
@@ -274,8 +298,8 @@ class _Context:
 
     def _span(self, r: Reduction, prev: Reduction | None) -> tuple[float, float]:
         """Arrival times of datagrams whose fate may explain the reduction: sent after
-        the previous reduction (RFC 9002 §7.3.2: a packet sent before a recovery period
-        began cannot justify another cut) and at least the link's base RTT before this
+        the previous reduction that still stands (RFC 9002 §7.3.2: a packet sent before a
+        recovery period began cannot justify another cut; `undone`) and at least the link's base RTT before this
         one (the news has to come back), less the qlog clock's tolerance. No bound in
         RTTs: after a long blackhole the losses are declared a second or more later."""
         lo = prev.t_us if prev is not None else float("-inf")

@@ -122,6 +122,11 @@ class Dialect:
     rtt_us: ClassVar[float | None] = 1000.0
     #: bit/s per unit of pacing_rate (qlog: bit/s).
     pacing_bps: ClassVar[float] = 1.0
+    #: Whether the window an ACK frame produced is logged before the packets the
+    #: frame acknowledges (same instant). Most stacks log it after them, so file
+    #: order is cause before effect; consumers that replay the window reorder only
+    #: where this is True.
+    window_before_acks: ClassVar[bool] = False
     #: metric field → (model field, kind) with kind "size", "rtt", "rate" or "count".
     METRICS: ClassVar[dict[str, tuple[str, str]]] = {
         "congestion_window": ("congestion_window", "size"), "bytes_in_flight": ("bytes_in_flight", "size"),

@@ -18,7 +18,9 @@ Deviations, as logged:
 - spurious losses are not logged per packet; the closing info message
   "Closed. Retrans= N, spurious= M" gives totals, which are noted;
 - event times are not monotonic in file order (a packet_dropped is logged at its
-  receive time after later events).
+  receive time after later events);
+- the metrics_updated an ACK frame causes comes before that frame's packet_acked
+  and packet_lost events (same instant): `window_before_acks`.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class PicoquicDialect(Dialect):
 
     stack = "picoquic"
     rtt_us = None  # the file's time unit (µs)
+    window_before_acks = True
     METRICS = {**Dialect.METRICS, "cwnd": ("congestion_window", "size")}
     TRIGGERS = {"timer": "pto_expired", "repeat": None, **{t: t for t in Dialect.TRIGGERS}}
 
