@@ -18,11 +18,10 @@ import pytest
 from harness import endpoints
 from harness.schedule import IidLoss, LinkSettings, Schedule
 from harness.topology import EndpointOptions, TransferPlan
-from harness.virtual import quiche as quiche_virtual
-from harness.virtual import supports, transfer, transfer_with_stats
+from harness.virtual import rust, supports, transfer, transfer_with_stats
 
-pytestmark = pytest.mark.skipif(not quiche_virtual.built(),
-                                reason=f"{quiche_virtual.BINARY} not built: run `make setup`")
+pytestmark = pytest.mark.skipif(not rust.built("quiche"),
+                                reason=f"{rust.BINARIES['quiche']} not built: run `make setup`")
 
 
 def _files(d: Path) -> dict[str, str]:
@@ -126,6 +125,6 @@ def test_a_timeout_in_virtual_time_is_a_failed_transfer(tmp_path):
 
 
 def test_binary_names_bad_input(tmp_path):
-    proc = subprocess.run([str(quiche_virtual.BINARY), str(tmp_path)], input="{}", capture_output=True,
+    proc = subprocess.run([str(rust.BINARIES['quiche']), str(tmp_path)], input="{}", capture_output=True,
                           text=True, check=False)
     assert proc.returncode == 2 and "schedule.json is missing" in proc.stderr

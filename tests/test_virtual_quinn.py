@@ -15,11 +15,10 @@ import pytest
 from harness import endpoints
 from harness.schedule import Action, IidLoss, LinkSettings, Schedule
 from harness.topology import EndpointOptions, TransferPlan
-from harness.virtual import quinn as quinn_virtual
-from harness.virtual import RealTimeOnly, transfer, transfer_with_stats
+from harness.virtual import RealTimeOnly, rust, transfer, transfer_with_stats
 
-pytestmark = pytest.mark.skipif(not quinn_virtual.built(),
-                                reason=f"{quinn_virtual.BINARY} not built: run `make setup`")
+pytestmark = pytest.mark.skipif(not rust.built("quinn"),
+                                reason=f"{rust.BINARIES['quinn']} not built: run `make setup`")
 
 
 def _files(d: Path) -> dict[str, str]:
@@ -152,7 +151,7 @@ def test_a_timeout_in_virtual_time_is_a_failed_transfer(tmp_path):
 
 def test_binary_names_bad_input_and_the_fix(tmp_path):
     def run(stdin: str, run_dir: Path = tmp_path):
-        return subprocess.run([str(quinn_virtual.BINARY), str(run_dir)], input=stdin, capture_output=True,
+        return subprocess.run([str(rust.BINARIES['quinn']), str(run_dir)], input=stdin, capture_output=True,
                               text=True, check=False)
 
     missing = run("{}")

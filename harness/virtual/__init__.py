@@ -1,8 +1,7 @@
 """Virtual-time runs: a sans-IO stack and the emulator's own core in one process,
 driven by a discrete-event loop (docs/virtual-time.md). aioquic runs in this
 process (harness/virtual/loop.py); quinn and quiche run in the Rust binaries
-quinn-virtual and quiche-virtual, which link the same core (harness/virtual/quinn.py,
-quiche.py).
+quinn-virtual and quiche-virtual, which link the same core (harness/virtual/rust.py).
 
     from harness.virtual import transfer
     result = transfer(schedule, out_dir, stack, plan, opts)   # a TransferResult
@@ -105,12 +104,12 @@ def transfer_with_stats(schedule: Schedule, out_dir: str | Path, stack, plan, op
     digests = write_objects(out / "www", plan.sizes, plan.seed) if not unsupported else {}
     started, cpu = time.perf_counter(), time.process_time()
     if not unsupported and stack.name in ("quinn", "quiche"):
-        from harness.virtual import quinn
+        from harness.virtual import rust
 
         cpu_children = _children_cpu_s()
         try:
-            stats = quinn.run(schedule, out, plan, opts, list(digests), stack=stack.name)
-        except quinn.Unsupported as e:
+            stats = rust.run(schedule, out, plan, opts, list(digests), stack=stack.name)
+        except rust.Unsupported as e:
             unsupported = str(e)
         # The stack runs in a child process: its CPU time is the children's.
         cpu -= _children_cpu_s() - cpu_children
