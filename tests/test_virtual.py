@@ -4,7 +4,6 @@ bit-identical across reruns and readable by harness/observe unchanged."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from harness.schedule import Action, LinkSettings, Schedule  # noqa: E402
 from harness.topology import EndpointOptions, TransferPlan  # noqa: E402
 from harness.virtual import RealTimeOnly, transfer, transfer_with_stats  # noqa: E402
 from harness.virtual.loop import STUCK_LIMIT, EventLoop, Host, VirtualTimeError  # noqa: E402
+from virtual_runs import files, lossy  # noqa: E402
 
 C, S = ("198.18.0.1", 40000), ("198.19.0.1", 4433)
 
@@ -110,29 +110,18 @@ def test_a_timer_the_stack_never_clears_raises_instead_of_livelocking(tmp_path):
     assert client.handled == STUCK_LIMIT and time.monotonic() - started < 5
 
 
-def _files(d: Path) -> dict[str, str]:
-    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(d.rglob("*")) if p.is_file()}
-
-
-def _schedule(seed: int) -> Schedule:
-    from harness.schedule import IidLoss
-
-    return Schedule.constant(seed, LinkSettings(rate_bps=20_000_000, delay_us=10_000, queue_bytes=60_000,
-                                                loss=IidLoss(0.02)))
-
-
 def test_virtual_aioquic_reruns_are_bit_identical_and_observable(tmp_path):
     aioquic = endpoints.load("aioquic")
     plan, opts = TransferPlan(sizes=(150_000, 50_000)), EndpointOptions(cc="cubic")
-    a, stats = transfer_with_stats(_schedule(5), tmp_path / "a", aioquic, plan, opts)
-    b = transfer(_schedule(5), tmp_path / "b", aioquic, plan, opts)
-    c = transfer(_schedule(6), tmp_path / "c", aioquic, plan, opts)
+    a, stats = transfer_with_stats(lossy(5), tmp_path / "a", aioquic, plan, opts)
+    b = transfer(lossy(5), tmp_path / "b", aioquic, plan, opts)
+    c = transfer(lossy(6), tmp_path / "c", aioquic, plan, opts)
     assert a.ok and b.ok and c.ok, (a.reason, b.reason, c.reason)
     assert a.bytes == 200_000 and stats["link"]["s2c"]["dropped"]["loss_iid"] > 0
-    assert _files(tmp_path / "a") == _files(tmp_path / "b")
+    assert files(tmp_path / "a") == files(tmp_path / "b")
     # The seed reaches both the link and the stack's entropy: another seed, other bytes.
-    assert _files(tmp_path / "a")["link.ndjson"] != _files(tmp_path / "c")["link.ndjson"]
-    assert _files(tmp_path / "a")["server/keys.log"] != _files(tmp_path / "c")["server/keys.log"]
+    assert files(tmp_path / "a")["link.ndjson"] != files(tmp_path / "c")["link.ndjson"]
+    assert files(tmp_path / "a")["server/keys.log"] != files(tmp_path / "c")["server/keys.log"]
 
     from harness.observe.qlog import read_run
     from harness.observe.wire import read_wire
@@ -150,9 +139,9 @@ def test_virtual_aioquic_reruns_are_bit_identical_and_observable(tmp_path):
 def test_kernel_tcp_and_separate_process_stacks_are_real_time_only(tmp_path):
     aioquic = endpoints.load("aioquic")
     with pytest.raises(RealTimeOnly, match="kernel TCP"):
-        transfer(_schedule(1), tmp_path, aioquic, TransferPlan(tcp_flows=1), EndpointOptions())
+        transfer(lossy(1), tmp_path, aioquic, TransferPlan(tcp_flows=1), EndpointOptions())
     with pytest.raises(RealTimeOnly, match="quic-go is real time only: its endpoint is a separate process"):
-        transfer(_schedule(1), tmp_path, endpoints.load("quic-go"), TransferPlan(), EndpointOptions())
+        transfer(lossy(1), tmp_path, endpoints.load("quic-go"), TransferPlan(), EndpointOptions())
 
 
 def test_real_time_recheck_reads_the_replays_closing_line():
@@ -188,10 +177,10 @@ def test_qlog_sink_writes_the_document_aioquics_own_logger_would(tmp_path, monke
 
     aioquic = endpoints.load("aioquic")
     plan, opts = TransferPlan(sizes=(150_000, 50_000)), EndpointOptions(cc="cubic")
-    assert transfer(_schedule(5), tmp_path / "sink", aioquic, plan, opts).ok
+    assert transfer(lossy(5), tmp_path / "sink", aioquic, plan, opts).ok
     monkeypatch.setattr(qlog_sink, "VirtualQlog", Reference)
-    assert transfer(_schedule(5), tmp_path / "ref", aioquic, plan, opts).ok
-    sink, ref = _files(tmp_path / "sink"), _files(tmp_path / "ref")
+    assert transfer(lossy(5), tmp_path / "ref", aioquic, plan, opts).ok
+    sink, ref = files(tmp_path / "sink"), files(tmp_path / "ref")
     qlogs = [k for k in sink if k.endswith(".qlog")]
     assert len(qlogs) == 2 and sink.keys() == ref.keys()
     assert {k: v for k, v in sink.items() if k not in qlogs} == {k: v for k, v in ref.items() if k not in qlogs}

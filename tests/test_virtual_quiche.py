@@ -7,31 +7,20 @@ reaches everything, TLS included."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
 from harness import endpoints
-from harness.schedule import IidLoss, LinkSettings, Schedule
+from harness.schedule import LinkSettings, Schedule
 from harness.topology import EndpointOptions, TransferPlan
 from harness.virtual import rust, supports, transfer, transfer_with_stats
+from virtual_runs import files, lossy
 
 pytestmark = pytest.mark.skipif(not rust.built("quiche"),
                                 reason=f"{rust.BINARIES['quiche']} not built: run `make setup`")
-
-
-def _files(d: Path) -> dict[str, str]:
-    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(d.rglob("*")) if p.is_file()}
-
-
-def _lossy(seed: int) -> Schedule:
-    return Schedule.constant(seed, LinkSettings(rate_bps=20_000_000, delay_us=10_000, queue_bytes=60_000,
-                                                loss=IidLoss(0.02)))
 
 
 def test_quiche_is_supported():
@@ -40,7 +29,7 @@ def test_quiche_is_supported():
 
 def test_transfer_completes_and_reads_like_a_real_time_run(tmp_path):
     quiche = endpoints.load("quiche")
-    result, stats = transfer_with_stats(_lossy(5), tmp_path, quiche, TransferPlan(sizes=(300_000, 100_000)),
+    result, stats = transfer_with_stats(lossy(5), tmp_path, quiche, TransferPlan(sizes=(300_000, 100_000)),
                                         EndpointOptions(cc="cubic"))
     assert result.ok, result.reason
     assert result.bytes == 400_000 and result.unsupported is False
@@ -72,8 +61,8 @@ def test_reruns_are_byte_identical_and_the_seed_reaches_everything(tmp_path):
     quiche = endpoints.load("quiche")
     plan, opts = TransferPlan(sizes=(200_000,)), EndpointOptions(cc="bbr")
     for name, seed in (("a", 7), ("b", 7), ("c", 8)):
-        assert transfer(_lossy(seed), tmp_path / name, quiche, plan, opts).ok
-    a, b, c = (_files(tmp_path / n) for n in "abc")
+        assert transfer(lossy(seed), tmp_path / name, quiche, plan, opts).ok
+    a, b, c = (files(tmp_path / n) for n in "abc")
     assert a == b
     # Another seed: other link fates and other entropy (BoringSSL's secrets, CIDs).
     assert a["link.ndjson"] != c["link.ndjson"]
@@ -85,7 +74,7 @@ def test_think_time_passes_in_virtual_time_only(tmp_path):
     """appidle with 2 s pauses: quiche's own timers and the client's think time
     run on the shimmed clock, so seconds of virtual time take a fraction of one."""
     started = time.monotonic()
-    result, stats = transfer_with_stats(_lossy(2), tmp_path, endpoints.load("quiche"),
+    result, stats = transfer_with_stats(lossy(2), tmp_path, endpoints.load("quiche"),
                                         TransferPlan(sizes=(50_000, 50_000, 50_000), testcase="appidle",
                                                      think_ms=2000),
                                         EndpointOptions())
@@ -107,21 +96,6 @@ def test_competing_quiche_flows_each_get_a_client_and_share_the_link(tmp_path):
     shares = flow_shares(read_log(tmp_path / "link.ndjson"))
     ports = sorted(int(f.flow.rsplit(":", 1)[1]) for f in shares if "udp" in f.flow)
     assert ports == [40000, 40001], [f.flow for f in shares]
-
-
-def test_options_quiche_cannot_honour_are_unsupported_not_errors(tmp_path):
-    result = transfer(_lossy(1), tmp_path, endpoints.load("quiche"), TransferPlan(sizes=(1000,)),
-                      EndpointOptions(cc="vegas"))
-    assert result.unsupported and not result.ok
-    assert "quiche has no cc" in result.reason and "newreno" in result.reason
-
-
-def test_a_timeout_in_virtual_time_is_a_failed_transfer(tmp_path):
-    blackhole = Schedule.constant(1, LinkSettings(blackhole=True))
-    result = transfer(blackhole, tmp_path, endpoints.load("quiche"), TransferPlan(sizes=(1000,)),
-                      EndpointOptions(timeout_s=5))
-    assert not result.ok and not result.unsupported
-    assert "LL_TIMEOUT_S=5 (virtual)" in result.reason or "idle timeout" in result.reason, result.reason
 
 
 def test_binary_names_bad_input(tmp_path):

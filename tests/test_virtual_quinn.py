@@ -5,7 +5,6 @@ and nothing else is; reruns are byte-identical; bad input is named."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 from pathlib import Path
@@ -13,27 +12,18 @@ from pathlib import Path
 import pytest
 
 from harness import endpoints
-from harness.schedule import Action, IidLoss, LinkSettings, Schedule
+from harness.schedule import Action, LinkSettings, Schedule
 from harness.topology import EndpointOptions, TransferPlan
 from harness.virtual import RealTimeOnly, rust, transfer, transfer_with_stats
+from virtual_runs import files, lossy
 
 pytestmark = pytest.mark.skipif(not rust.built("quinn"),
                                 reason=f"{rust.BINARIES['quinn']} not built: run `make setup`")
 
 
-def _files(d: Path) -> dict[str, str]:
-    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(d.rglob("*")) if p.is_file()}
-
-
-def _lossy(seed: int) -> Schedule:
-    return Schedule.constant(seed, LinkSettings(rate_bps=20_000_000, delay_us=10_000, queue_bytes=60_000,
-                                                loss=IidLoss(0.02)))
-
-
 def test_transfer_completes_and_reads_like_a_real_time_run(tmp_path):
     quinn = endpoints.load("quinn")
-    result, stats = transfer_with_stats(_lossy(5), tmp_path, quinn, TransferPlan(sizes=(300_000, 100_000)),
+    result, stats = transfer_with_stats(lossy(5), tmp_path, quinn, TransferPlan(sizes=(300_000, 100_000)),
                                         EndpointOptions(cc="newreno"))
     assert result.ok, result.reason
     assert result.bytes == 400_000 and result.unsupported is False
@@ -104,8 +94,8 @@ def test_reruns_are_byte_identical_and_the_seed_reaches_everything(tmp_path):
     quinn = endpoints.load("quinn")
     plan, opts = TransferPlan(sizes=(200_000,)), EndpointOptions(cc="cubic")
     for name, seed in (("a", 7), ("b", 7), ("c", 8)):
-        assert transfer(_lossy(seed), tmp_path / name, quinn, plan, opts).ok
-    a, b, c = (_files(tmp_path / n) for n in "abc")
+        assert transfer(lossy(seed), tmp_path / name, quinn, plan, opts).ok
+    a, b, c = (files(tmp_path / n) for n in "abc")
     assert a == b
     # Another seed: other link fates and other entropy (TLS secrets, connection IDs).
     assert a["link.ndjson"] != c["link.ndjson"]
@@ -134,21 +124,6 @@ def test_competing_quinn_flows_each_get_a_client_and_share_the_link(tmp_path):
         transfer(schedule, tmp_path / "aq", endpoints.load("aioquic"), plan, EndpointOptions())
 
 
-def test_options_quinn_cannot_honour_are_unsupported_not_errors(tmp_path):
-    result = transfer(_lossy(1), tmp_path, endpoints.load("quinn"), TransferPlan(sizes=(1000,)),
-                      EndpointOptions(cc="vegas"))
-    assert result.unsupported and not result.ok
-    assert "quinn has no cc" in result.reason and "newreno" in result.reason
-
-
-def test_a_timeout_in_virtual_time_is_a_failed_transfer(tmp_path):
-    blackhole = Schedule.constant(1, LinkSettings(blackhole=True))
-    result = transfer(blackhole, tmp_path, endpoints.load("quinn"), TransferPlan(sizes=(1000,)),
-                      EndpointOptions(timeout_s=5))
-    assert not result.ok and not result.unsupported
-    assert "connection lost" in result.reason or "LL_TIMEOUT_S=5 (virtual)" in result.reason, result.reason
-
-
 def test_binary_names_bad_input_and_the_fix(tmp_path):
     def run(stdin: str, run_dir: Path = tmp_path):
         return subprocess.run([str(rust.BINARIES['quinn']), str(run_dir)], input=stdin, capture_output=True,
@@ -158,7 +133,7 @@ def test_binary_names_bad_input_and_the_fix(tmp_path):
     assert missing.returncode == 2 and "schedule.json is missing" in missing.stderr
     assert "harness/virtual" in missing.stderr
     # A prepared directory, then a config with a bad field.
-    transfer(_lossy(1), tmp_path, endpoints.load("quinn"), TransferPlan(sizes=(1000,)), EndpointOptions())
+    transfer(lossy(1), tmp_path, endpoints.load("quinn"), TransferPlan(sizes=(1000,)), EndpointOptions())
     not_json = run("seed=1")
     assert not_json.returncode == 2 and "not JSON" in not_json.stderr
     no_seed = run(json.dumps({"names": ["object-0-1000.bin"], "epoch_unix_ns": 0}))
