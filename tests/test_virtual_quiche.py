@@ -14,10 +14,9 @@ import time
 import pytest
 
 from harness import endpoints
-from harness.schedule import LinkSettings, Schedule
 from harness.topology import EndpointOptions, TransferPlan
 from harness.virtual import rust, supports, transfer, transfer_with_stats
-from virtual_runs import files, lossy
+from virtual_runs import lossy
 
 pytestmark = pytest.mark.skipif(not rust.built("quiche"),
                                 reason=f"{rust.BINARIES['quiche']} not built: run `make setup`")
@@ -57,19 +56,6 @@ def test_transfer_completes_and_reads_like_a_real_time_run(tmp_path):
     assert (version["stack"], version["cc"], version["driver"]) == ("quiche", "cubic", "longlook-virtual")
 
 
-def test_reruns_are_byte_identical_and_the_seed_reaches_everything(tmp_path):
-    quiche = endpoints.load("quiche")
-    plan, opts = TransferPlan(sizes=(200_000,)), EndpointOptions(cc="bbr")
-    for name, seed in (("a", 7), ("b", 7), ("c", 8)):
-        assert transfer(lossy(seed), tmp_path / name, quiche, plan, opts).ok
-    a, b, c = (files(tmp_path / n) for n in "abc")
-    assert a == b
-    # Another seed: other link fates and other entropy (BoringSSL's secrets, CIDs).
-    assert a["link.ndjson"] != c["link.ndjson"]
-    assert a["server/keys.log"] != c["server/keys.log"]
-    assert a["pcap/server.pcap"] != c["pcap/server.pcap"]
-
-
 def test_think_time_passes_in_virtual_time_only(tmp_path):
     """appidle with 2 s pauses: quiche's own timers and the client's think time
     run on the shimmed clock, so seconds of virtual time take a fraction of one."""
@@ -80,22 +66,6 @@ def test_think_time_passes_in_virtual_time_only(tmp_path):
                                         EndpointOptions())
     assert result.ok, result.reason
     assert stats["virtual_s"] > 4 and time.monotonic() - started < 4
-
-
-def test_competing_quiche_flows_each_get_a_client_and_share_the_link(tmp_path):
-    from harness.groundtruth import read_log
-    from harness.observe.join import flow_shares
-
-    plan = TransferPlan(sizes=(400_000,), quic_flows=2)
-    schedule = Schedule.constant(4, LinkSettings(rate_bps=10_000_000, delay_us=10_000, queue_bytes=50_000))
-    result, stats = transfer_with_stats(schedule, tmp_path, endpoints.load("quiche"), plan, EndpointOptions())
-    assert result.ok, result.reason
-    assert stats["flows"] == 2
-    assert (tmp_path / "client-2" / "downloads" / "object-0-400000.bin").stat().st_size == 400_000
-    assert len(list((tmp_path / "server" / "qlog").iterdir())) == 2
-    shares = flow_shares(read_log(tmp_path / "link.ndjson"))
-    ports = sorted(int(f.flow.rsplit(":", 1)[1]) for f in shares if "udp" in f.flow)
-    assert ports == [40000, 40001], [f.flow for f in shares]
 
 
 def test_binary_names_bad_input(tmp_path):

@@ -14,8 +14,8 @@ import pytest
 from harness import endpoints
 from harness.schedule import Action, LinkSettings, Schedule
 from harness.topology import EndpointOptions, TransferPlan
-from harness.virtual import RealTimeOnly, rust, transfer, transfer_with_stats
-from virtual_runs import files, lossy
+from harness.virtual import rust, transfer, transfer_with_stats
+from virtual_runs import lossy
 
 pytestmark = pytest.mark.skipif(not rust.built("quinn"),
                                 reason=f"{rust.BINARIES['quinn']} not built: run `make setup`")
@@ -88,40 +88,6 @@ def test_a_ce_mark_by_the_link_reaches_quinn(tmp_path):
     cwnd = [m.congestion_window for m in trace.of(ev.Metrics) if m.congestion_window]
     cuts = [(a, b) for a, b in zip(cwnd, cwnd[1:]) if b < a]
     assert len(cuts) == 1 and cuts[0][1] == pytest.approx(cuts[0][0] / 2, rel=0.05), cuts
-
-
-def test_reruns_are_byte_identical_and_the_seed_reaches_everything(tmp_path):
-    quinn = endpoints.load("quinn")
-    plan, opts = TransferPlan(sizes=(200_000,)), EndpointOptions(cc="cubic")
-    for name, seed in (("a", 7), ("b", 7), ("c", 8)):
-        assert transfer(lossy(seed), tmp_path / name, quinn, plan, opts).ok
-    a, b, c = (files(tmp_path / n) for n in "abc")
-    assert a == b
-    # Another seed: other link fates and other entropy (TLS secrets, connection IDs).
-    assert a["link.ndjson"] != c["link.ndjson"]
-    assert a["server/keys.log"] != c["server/keys.log"]
-    assert a["pcap/server.pcap"] != c["pcap/server.pcap"]
-
-
-def test_competing_quinn_flows_each_get_a_client_and_share_the_link(tmp_path):
-    """quic_flows > 1: client k (port 40000 + k - 1, directory client-k/) fetches
-    the objects over its own connection, as the real testbed's extra clients."""
-    from harness.groundtruth import read_log
-    from harness.observe.join import flow_shares
-
-    plan = TransferPlan(sizes=(400_000,), quic_flows=2)
-    schedule = Schedule.constant(4, LinkSettings(rate_bps=10_000_000, delay_us=10_000, queue_bytes=50_000))
-    result, stats = transfer_with_stats(schedule, tmp_path, endpoints.load("quinn"), plan, EndpointOptions())
-    assert result.ok, result.reason
-    assert stats["flows"] == 2
-    assert (tmp_path / "client-2" / "downloads" / "object-0-400000.bin").stat().st_size == 400_000
-    assert len(list((tmp_path / "server" / "qlog").iterdir())) == 2
-    shares = flow_shares(read_log(tmp_path / "link.ndjson"))
-    ports = sorted(int(f.flow.rsplit(":", 1)[1]) for f in shares if "udp" in f.flow)
-    assert ports == [40000, 40001], [f.flow for f in shares]
-    # aioquic's in-process backend still runs one connection and says so.
-    with pytest.raises(RealTimeOnly, match="runs one for aioquic"):
-        transfer(schedule, tmp_path / "aq", endpoints.load("aioquic"), plan, EndpointOptions())
 
 
 def test_binary_names_bad_input_and_the_fix(tmp_path):
