@@ -107,6 +107,18 @@ FINDINGS: dict[tuple[str, str], str] = {
         "app_limited=1 (RFC 9002 §7.8): 15360 → 16564 B with at most 1474 bytes in flight, on a clean "
         "10 Mbit/s link; docs/findings.md"
     ),
+    ("test_persistent_congestion_collapses_window", "picoquic-newreno"): (
+        "F17: picoquic 1.1.53 (newreno) does not collapse its window after ~0.9-1.5 s of total loss (lowest 94865-96193 B, RFC 9002 §7.6.2 says 2472 B), 4 of 4 runs; docs/findings.md"
+    ),
+    ("test_persistent_congestion_collapses_window", "picoquic-prague"): (
+        "F17: picoquic 1.1.53 (prague) does not collapse its window after ~0.9-1.4 s of total loss (lowest 49726-94807 B, RFC 9002 §7.6.2 says 2472 B), 4 of 4 runs; docs/findings.md"
+    ),
+    ("test_reordering_below_threshold_causes_no_recovery", "picoquic-cubic"): (
+        "F18: picoquic 1.1.53 (cubic) halves its window with no loss on a clean link with an 8-BDP queue (≈499 kB → 225 kB about 0.6 s in, as the queue fills), 4 of 4 runs; RFC 9438 §4.6 reduces on congestion events only; docs/findings.md"
+    ),
+    ("test_one_window_reduction_per_recovery_period", "picoquic-prague"): (
+        "F19: picoquic 1.1.53 (prague) cuts its window a second time ~90 ms after the first, for losses of packets sent before that recovery period began (RFC 9002 §7.3.2), 4 of 4 runs; docs/findings.md"
+    ),
 }
 
 #: Real violations that do not reproduce every time: xfail(strict=False), so the
@@ -141,5 +153,17 @@ FLAKY_FINDINGS: dict[tuple[str, str], str] = {
         "F13 (1 of 4 runs): quiche 0.30 (cubic) undoes reductions after real queue-overflow "
         "losses and sits at the bound after a drop to 10%: 1.5-3.0% of its datagrams dropped "
         "once it should have fitted; docs/findings.md"
+    ),
+    ("test_persistent_congestion_collapses_window", "picoquic-cubic"): (
+        "F17 (1 of 4 runs): picoquic 1.1.53 (cubic) once kept 183484 B after ~1.5 s of total loss (RFC 9002 §7.6.2 says 2472 B); 3 replays collapsed; docs/findings.md"
+    ),
+    ("test_recovery_reduces_window_by_beta", "picoquic-cubic"): (
+        "F20 (3 of 4 runs): picoquic 1.1.53 (cubic) makes its first cut ×0.764 of cwnd, above β·cwnd = 0.7 even from bytes in flight (its β 7/8 with fast convergence); docs/findings.md"
+    ),
+    ("test_fair_share_against_tcp_cubic", "picoquic-cubic-1"): (
+        "F21 (4 of 4 verdicts, every run ×1.51-1.75): picoquic 1.1.53 (cubic) takes more than 1.5× its fair share against one TCP CUBIC flow; non-strict because the margin is small; docs/findings.md"
+    ),
+    ("test_clean_link_is_fully_used", "picoquic-prague"): (
+        "F22 (1 conclusive run of 1, 3 replays inconclusive from CPU wait): picoquic 1.1.53 (prague) used 60% of a clean 20 Mbit/s, 600 ms link; docs/findings.md"
     ),
 }
