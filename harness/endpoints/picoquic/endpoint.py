@@ -108,6 +108,8 @@ class HqServer(QuicConnectionProtocol):
         self.www, self.applog = www, applog
         self._requests: dict[int, bytearray] = {}
         self._tasks: set[asyncio.Task] = set()
+        #: Responses whose bytes are all handed to aiopquic (waiting in `_drained`).
+        self._handed: set[asyncio.Task] = set()
 
     def quic_event_received(self, event) -> None:
         if isinstance(event, StreamDataReceived):
@@ -120,7 +122,10 @@ class HqServer(QuicConnectionProtocol):
                 RESPONDING.add(task)
                 task.add_done_callback(RESPONDING.discard)
         elif isinstance(event, ConnectionTerminated):
-            for task in self._tasks:
+            # A client that has all the bytes closes at once, often before the drain
+            # poll sees the last of them packed: a response already handed over ends
+            # its wait on `quic.closed` and logs request_done; the others are cancelled.
+            for task in self._tasks - self._handed:
                 task.cancel()
 
     def _resolve(self, request: bytes) -> Path | None:
@@ -152,7 +157,12 @@ class HqServer(QuicConnectionProtocol):
                     break
         # Data stays queued inside aiopquic until picoquic packs it; the contract's
         # request_done marks the end of that queue, not the end of our writes.
-        await self._drained(sid, size)
+        task = asyncio.current_task()
+        self._handed.add(task)
+        try:
+            await self._drained(sid, size)
+        finally:
+            self._handed.discard(task)
         self.applog.write("request_done", stream=sid, bytes=size)
 
     async def _drained(self, sid: int, size: int) -> None:
