@@ -124,8 +124,7 @@ fn setup_and_run(args: &RunArgs, schedule: Schedule) -> Result<(), String> {
         eprintln!("longlook-link: SCHED_FIFO refused; running with normal priority");
     }
     let link = Link::new(schedule);
-    let start_mono = sys::monotonic_ns();
-    let start_unix = sys::realtime_ns();
+    let (start_mono, start_unix) = sys::clock_pair();
     let argv: Vec<String> = std::env::args().collect();
     let log = output::Log::create(args.log.as_deref(), &link, &argv, start_unix)
         .map_err(|e| file_hint(args.log.as_deref().unwrap_or(Path::new("-")), e))?;
