@@ -14,7 +14,7 @@ passed=0
 tag=${impl//,/-}
 for i in $(seq 1 "$runs"); do
     start=$(date +%s)
-    if .venv/bin/python -m pytest properties/ --impl "$impl" --hypothesis-profile ci -q -rsx -p no:cacheprovider \
+    if .venv/bin/python -m pytest properties/ --impl "$impl" --hypothesis-profile ci -q -rsxX -p no:cacheprovider \
         --artifacts "artifacts/flake-$tag-$i" >"artifacts/flake-$tag-$i.log" 2>&1; then
         passed=$((passed + 1)); verdict=pass
     else
