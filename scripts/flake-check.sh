@@ -14,7 +14,7 @@ passed=0
 tag=${impl//,/-}
 for i in $(seq 1 "$runs"); do
     start=$(date +%s)
-    if .venv/bin/python -m pytest properties/ --impl "$impl" --hypothesis-profile ci -q -rsxX -p no:cacheprovider \
+    if .venv/bin/python -m pytest properties/ --impl "$impl" --hypothesis-profile ci -v -rsxX -p no:cacheprovider \
         --artifacts "artifacts/flake-$tag-$i" >"artifacts/flake-$tag-$i.log" 2>&1; then
         passed=$((passed + 1)); verdict=pass
     else
@@ -22,7 +22,8 @@ for i in $(seq 1 "$runs"); do
     fi
     # pytest's summary line: inconclusive runs are skips, and a pass with many of
     # them says less than a pass without.
-    summary=$(grep -E '^[0-9]+ (passed|failed).* in [0-9.]+s' "artifacts/flake-$tag-$i.log" | tail -1)
+    # -v puts each case's outcome (and an inconclusive skip's reason) on its own line.
+    summary=$(grep -E '^=* ?[0-9]+ (passed|failed).* in [0-9.]+s' "artifacts/flake-$tag-$i.log" | tail -1 | sed -E 's/^=+ | =+$//g')
     echo "flake-check: run $i/$runs: $verdict in $(( $(date +%s) - start )) s: ${summary:-no summary}" >&2
 done
 echo "flake-check: $passed passed, $((runs - passed)) failed (impl $impl, ci profile)"
