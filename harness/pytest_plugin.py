@@ -273,6 +273,9 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     files = sorted(p.relative_to(failed) for p in failed.rglob("*") if p.is_file() and not {"www", "downloads"} & set(p.parts))
     listing = "\n".join(f"  {f}" for f in files[:40])
     text = f"minimal failing example: {failed}\n{listing}\nreplay: {replay_command(failed)}"
+    others = [d for d in runner.kept.get(item.nodeid, []) if d != failed]
+    if others:
+        text += "\nthe other runs behind this verdict:\n" + "\n".join(f"  {d}" for d in others)
     if item.config.getoption("--mode") == "virtual":
         from harness.virtual.recheck import recheck_section
 

@@ -4,6 +4,16 @@ the artifacts of failures, and make every failure replayable.
     with runner.run(target, schedule, plan) as obs:
         assert ..., message built from obs
 
+A verdict drawn across runs (repetitions, or a kernel TCP baseline against the stack)
+wraps them in ``runner.together()``, so that when it fails every run behind it is
+kept, not only the one that happened to raise:
+
+    with runner.together():
+        for rep in range(runs):
+            with runner.run(...) as obs:
+                ratios.append(...)
+        assert ..., message built from ratios
+
 An example's directory holds example.json (everything needed to run it again),
 the testbed's artifacts (schedule, ground truth, pcap, qlog, key logs) and, when it
 failed, verdict.txt. Passing examples' directories are removed unless asked to keep.
@@ -143,8 +153,13 @@ class Runner:
     def __init__(self, artifacts: Path, keep_passing: bool = False):
         self.artifacts = artifacts.resolve()
         self.keep_passing = keep_passing
+        #: Each test's last failing example (the one the report and replay name).
         self.failures: dict[str, Path] = {}
+        #: Every directory of that failure: more than one under together().
+        self.kept: dict[str, list[Path]] = {}
         self._counter = 0
+        #: Under together(): the runs made so far, held until the verdict.
+        self._held: list[Path] | None = None
 
     def _next_dir(self, nodeid: str) -> Path:
         # Never reuse a directory: an earlier run's artifacts, or another run's
@@ -158,9 +173,46 @@ class Runner:
             except FileExistsError:
                 continue
 
+    def _fail(self, nodeid: str, dirs: list[Path], e: BaseException) -> None:
+        verdict = "".join(traceback.format_exception_only(type(e), e))
+        for d in dirs:
+            (d / "verdict.txt").write_text(verdict)
+        # Shrinking fails many examples; keep only the latest, which is the
+        # minimal one Hypothesis replays last.
+        for d in self.kept.get(nodeid, []):
+            if d not in dirs:
+                shutil.rmtree(d, ignore_errors=True)
+        self.kept[nodeid] = list(dirs)
+        self.failures[nodeid] = dirs[-1]
+
+    def _passed(self, dirs: list[Path]) -> None:
+        if not self.keep_passing:
+            for d in dirs:
+                shutil.rmtree(d, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def together(self) -> Iterator[None]:
+        """The runs inside form one verdict: a passing run's artifacts are held
+        until the block ends, and kept with the others if the verdict fails."""
+        outer, held = self._held, []
+        self._held = held
+        try:
+            yield
+        except (pytest.skip.Exception, UnsatisfiedAssumption):
+            self._passed(held)
+            raise
+        except BaseException as e:
+            if held:
+                self._fail(_nodeid(), held, e)
+            raise
+        else:
+            self._passed(held)
+        finally:
+            self._held = outer
+
     @contextlib.contextmanager
     def run(self, target: Target, schedule: Schedule, plan: TransferPlan, timeout_s: float = 60.0) -> Iterator[Observation]:
-        nodeid = os.environ.get("PYTEST_CURRENT_TEST", "manual").rsplit(" (", 1)[0]
+        nodeid = _nodeid()
         example = Example(nodeid, target.stack.name, target.cc.name, schedule, plan, timeout_s)
         out = self._next_dir(nodeid)
         from harness.docker_backend import provenance
@@ -171,6 +223,7 @@ class Runner:
             obs = run_example(example, target, out)
         except Inconclusive as e:
             # Hypothesis lets pytest's skip through: the whole test is skipped.
+            shutil.rmtree(out, ignore_errors=True)
             pytest.skip(f"inconclusive: {e}")
         try:
             yield obs
@@ -182,17 +235,20 @@ class Runner:
             shutil.rmtree(out, ignore_errors=True)
             raise
         except BaseException as e:
-            (out / "verdict.txt").write_text("".join(traceback.format_exception_only(type(e), e)))
-            # Shrinking fails many examples; keep only the latest, which is the
-            # minimal one Hypothesis replays last.
-            previous = self.failures.get(nodeid)
-            if previous is not None and previous != out:
-                shutil.rmtree(previous, ignore_errors=True)
-            self.failures[nodeid] = out
+            if self._held is not None:
+                self._held.append(out)  # together() keeps it with the runs before it
+            else:
+                self._fail(nodeid, [out], e)
             raise
         else:
-            if not self.keep_passing:
-                shutil.rmtree(out, ignore_errors=True)
+            if self._held is not None:
+                self._held.append(out)
+            else:
+                self._passed([out])
+
+
+def _nodeid() -> str:
+    return os.environ.get("PYTEST_CURRENT_TEST", "manual").rsplit(" (", 1)[0]
 
 
 def run_example(example: Example, target: Target, out: Path) -> Observation:

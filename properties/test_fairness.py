@@ -82,29 +82,30 @@ def test_fair_share_against_tcp_cubic(longlook, target, flows, schedule):
     fair = 1 / (flows + 1)
     runs = repetitions()
     ratios: list[float] = []
-    for rep in range(runs):
-        plan = TransferPlan(sizes=(SIZE,), tcp_flows=flows, tcp_cc="cubic", seed=rep)
-        rate = schedule.phases[0].s2c.rate_bps
-        with longlook.run(target, schedule, plan, timeout_s=SIZE * 8 / rate / fair * 3 + 20) as obs:
-            assert obs.result.ok, f"{target.id}: transfer failed: {obs.result.reason}"
-            busy = obs.result.saturated()
-            if busy:
-                raise Inconclusive(f"{busy}: endpoint-bound, not link-bound")
-            share, t0, t1 = analysis.transfer_share(obs.ground_truth.records)
-            ratios.append(share / fair)
-            if decided(ratios, SHARE_BOUND, runs):
-                break
-    listing = ", ".join(f"{r:.2f}" for r in ratios)
-    over, p = beyond(ratios, SHARE_BOUND)
-    assert not over, (
-        f"{target.id}: against {flows} TCP CUBIC flow(s) the QUIC flow took ×[{listing}] its fair "
-        f"share of {fair:.0%} in {len(ratios)} run(s) (last: {share:.0%} of the bottleneck from "
-        f"t={t0 / 1e6:.1f} s to {t1 / 1e6:.1f} s); at most ×{SHARE_BOUND} "
-        + (f"(sign test p = {p:.4f} < {ALPHA})" if runs >= 7 else "in every run")
-    )
-    if max(ratios) < 1.0:
-        warnings.warn(UnderShare(
-            f"{target.id}: against {flows} TCP flow(s) the QUIC flow took only ×[{listing}] its fair share"))
+    with longlook.together():  # a failed verdict keeps every run behind it
+        for rep in range(runs):
+            plan = TransferPlan(sizes=(SIZE,), tcp_flows=flows, tcp_cc="cubic", seed=rep)
+            rate = schedule.phases[0].s2c.rate_bps
+            with longlook.run(target, schedule, plan, timeout_s=SIZE * 8 / rate / fair * 3 + 20) as obs:
+                assert obs.result.ok, f"{target.id}: transfer failed: {obs.result.reason}"
+                busy = obs.result.saturated()
+                if busy:
+                    raise Inconclusive(f"{busy}: endpoint-bound, not link-bound")
+                share, t0, t1 = analysis.transfer_share(obs.ground_truth.records)
+                ratios.append(share / fair)
+                if decided(ratios, SHARE_BOUND, runs):
+                    break
+        listing = ", ".join(f"{r:.2f}" for r in ratios)
+        over, p = beyond(ratios, SHARE_BOUND)
+        assert not over, (
+            f"{target.id}: against {flows} TCP CUBIC flow(s) the QUIC flow took ×[{listing}] its fair "
+            f"share of {fair:.0%} in {len(ratios)} run(s) (last: {share:.0%} of the bottleneck from "
+            f"t={t0 / 1e6:.1f} s to {t1 / 1e6:.1f} s); at most ×{SHARE_BOUND} "
+            + (f"(sign test p = {p:.4f} < {ALPHA})" if runs >= 7 else "in every run")
+        )
+        if max(ratios) < 1.0:
+            warnings.warn(UnderShare(
+                f"{target.id}: against {flows} TCP flow(s) the QUIC flow took only ×[{listing}] its fair share"))
 
 
 #: Jain's fairness index two flows of one stack and controller must reach (1 is an
@@ -122,24 +123,25 @@ def test_quic_flows_share_fairly(longlook, target, schedule):
     rate = schedule.phases[0].s2c.rate_bps
     runs = repetitions()
     unfairness: list[float] = []  # 1 − Jain's index per run: above 1 − JAIN_BOUND is unfair
-    for rep in range(runs):
-        plan = TransferPlan(sizes=(SIZE,), quic_flows=2, seed=rep)
-        with longlook.run(target, schedule, plan, timeout_s=SIZE * 8 / rate * 2 * 3 + 20) as obs:
-            assert obs.result.ok, f"{target.id}: transfer failed: {obs.result.reason}"
-            busy = obs.result.saturated()
-            if busy:
-                raise Inconclusive(f"{busy}: endpoint-bound, not link-bound")
-            shares, t0, t1 = analysis.flow_bytes_while_all_active(analysis.transfer_records(obs.ground_truth.records))
-            assert len(shares) == 2, f"{target.id}: {len(shares)} flows of the transfer in the ground truth, 2 expected"
-            assert t1 > t0, f"{target.id}: the two connections were never active together after their first second"
-            unfairness.append(1 - analysis.jain(list(shares.values())))
-            if decided(unfairness, 1 - JAIN_BOUND, runs):
-                break
-    over, p = beyond(unfairness, 1 - JAIN_BOUND)
-    split = ", ".join(f"{b / sum(shares.values()):.0%}" for b in shares.values())
-    listing = ", ".join(f"{1 - u:.3f}" for u in unfairness)
-    assert not over, (
-        f"{target.id}: two connections of one stack reached Jain's index [{listing}] in {len(unfairness)} run(s) "
-        f"(< {JAIN_BOUND} " + (f"by the sign test, p = {p:.4f}" if runs >= 7 else "in every run")
-        + f"); last split {split} from t={t0 / 1e6:.1f} s to {t1 / 1e6:.1f} s"
-    )
+    with longlook.together():  # a failed verdict keeps every run behind it
+        for rep in range(runs):
+            plan = TransferPlan(sizes=(SIZE,), quic_flows=2, seed=rep)
+            with longlook.run(target, schedule, plan, timeout_s=SIZE * 8 / rate * 2 * 3 + 20) as obs:
+                assert obs.result.ok, f"{target.id}: transfer failed: {obs.result.reason}"
+                busy = obs.result.saturated()
+                if busy:
+                    raise Inconclusive(f"{busy}: endpoint-bound, not link-bound")
+                shares, t0, t1 = analysis.flow_bytes_while_all_active(analysis.transfer_records(obs.ground_truth.records))
+                assert len(shares) == 2, f"{target.id}: {len(shares)} flows of the transfer in the ground truth, 2 expected"
+                assert t1 > t0, f"{target.id}: the two connections were never active together after their first second"
+                unfairness.append(1 - analysis.jain(list(shares.values())))
+                if decided(unfairness, 1 - JAIN_BOUND, runs):
+                    break
+        over, p = beyond(unfairness, 1 - JAIN_BOUND)
+        split = ", ".join(f"{b / sum(shares.values()):.0%}" for b in shares.values())
+        listing = ", ".join(f"{1 - u:.3f}" for u in unfairness)
+        assert not over, (
+            f"{target.id}: two connections of one stack reached Jain's index [{listing}] in {len(unfairness)} run(s) "
+            f"(< {JAIN_BOUND} " + (f"by the sign test, p = {p:.4f}" if runs >= 7 else "in every run")
+            + f"); last split {split} from t={t0 / 1e6:.1f} s to {t1 / 1e6:.1f} s"
+        )
