@@ -39,7 +39,7 @@ def main() -> int:
     try:
         target = Target.parse(a.impl, a.cc)
     except StackError as e:
-        ap.error(f"--impl {a.impl} --cc {a.cc}: {e}")
+        ap.error(f"--impl {a.impl}" + (f" --cc {a.cc}" if a.cc else "") + f": {e}")
     require_root()
     fair = 1 / (a.flows + 1)
     rate = KAKHKI.phases[0].s2c.rate_bps
