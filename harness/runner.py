@@ -181,14 +181,14 @@ class Runner:
         # minimal one Hypothesis replays last.
         for d in self.kept.get(nodeid, []):
             if d not in dirs:
-                shutil.rmtree(d, ignore_errors=True)
+                _discard(d)
         self.kept[nodeid] = list(dirs)
         self.failures[nodeid] = dirs[-1]
 
     def _passed(self, dirs: list[Path]) -> None:
         if not self.keep_passing:
             for d in dirs:
-                shutil.rmtree(d, ignore_errors=True)
+                _discard(d)
 
     @contextlib.contextmanager
     def together(self) -> Iterator[None]:
@@ -223,16 +223,16 @@ class Runner:
             obs = run_example(example, target, out)
         except Inconclusive as e:
             # Hypothesis lets pytest's skip through: the whole test is skipped.
-            shutil.rmtree(out, ignore_errors=True)
+            _discard(out)
             pytest.skip(f"inconclusive: {e}")
         try:
             yield obs
         except Inconclusive as e:
-            shutil.rmtree(out, ignore_errors=True)
+            _discard(out)
             pytest.skip(f"inconclusive: {e}")
         except (pytest.skip.Exception, UnsatisfiedAssumption):
             # Not a failure: a skip, or an example the property's assume() rejects.
-            shutil.rmtree(out, ignore_errors=True)
+            _discard(out)
             raise
         except BaseException as e:
             if self._held is not None:
@@ -245,6 +245,14 @@ class Runner:
                 self._held.append(out)
             else:
                 self._passed([out])
+
+
+def _discard(example_dir: Path) -> None:
+    """Removes an example's directory, and its test's directory once it is empty,
+    so a passing suite leaves no empty directories behind."""
+    shutil.rmtree(example_dir, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        example_dir.parent.rmdir()
 
 
 def _nodeid() -> str:
@@ -276,7 +284,7 @@ def _run_virtual(example: Example, target: Target, out: Path, opts: EndpointOpti
     try:
         result = virtual.transfer(example.schedule, out, target.stack, example.plan, opts)
     except virtual.RealTimeOnly as e:
-        shutil.rmtree(out, ignore_errors=True)
+        _discard(out)
         pytest.skip(f"real time only: {e}")
     if result.unsupported:
         raise Inconclusive(f"{target.id}: {result.reason}")

@@ -137,3 +137,9 @@ def test_keep_passing_keeps_passing_runs(tmp_path, monkeypatch, target_):
         with r.run(target_, SCHEDULE, PLAN):
             pass
     assert len(example_dirs(r)) == 1
+
+
+def test_a_passing_test_leaves_no_empty_directory(runner, target_, node):
+    with runner.run(target_, SCHEDULE, PLAN):
+        pass
+    assert list(runner.artifacts.iterdir()) == []
