@@ -265,15 +265,15 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     runner = getattr(item.config, "_longlook_runner", None)
     if report.when != "call" or not report.failed or runner is None:
         return
-    failed = runner.failures.get(item.nodeid)
-    if failed is None:
+    kept = runner.kept.get(item.nodeid)
+    if not kept:
         return
+    failed, others = kept[-1], kept[:-1]
     from harness.runner import replay_command
 
     files = sorted(p.relative_to(failed) for p in failed.rglob("*") if p.is_file() and not {"www", "downloads"} & set(p.parts))
     listing = "\n".join(f"  {f}" for f in files[:40])
     text = f"minimal failing example: {failed}\n{listing}\nreplay: {replay_command(failed)}"
-    others = [d for d in runner.kept.get(item.nodeid, []) if d != failed]
     if others:
         text += "\nthe other runs behind this verdict:\n" + "\n".join(f"  {d}" for d in others)
     if item.config.getoption("--mode") == "virtual":

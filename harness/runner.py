@@ -153,13 +153,17 @@ class Runner:
     def __init__(self, artifacts: Path, keep_passing: bool = False):
         self.artifacts = artifacts.resolve()
         self.keep_passing = keep_passing
-        #: Each test's last failing example (the one the report and replay name).
-        self.failures: dict[str, Path] = {}
-        #: Every directory of that failure: more than one under together().
+        #: Each test's last failure: its example directories, more than one under
+        #: together(); the last is the one the report and replay name.
         self.kept: dict[str, list[Path]] = {}
         self._counter = 0
         #: Under together(): the runs made so far, held until the verdict.
         self._held: list[Path] | None = None
+
+    @property
+    def failures(self) -> dict[str, Path]:
+        """Each test's last failing example."""
+        return {nodeid: dirs[-1] for nodeid, dirs in self.kept.items()}
 
     def _next_dir(self, nodeid: str) -> Path:
         # Never reuse a directory: an earlier run's artifacts, or another run's
@@ -183,7 +187,6 @@ class Runner:
             if d not in dirs:
                 _discard(d)
         self.kept[nodeid] = list(dirs)
-        self.failures[nodeid] = dirs[-1]
 
     def _passed(self, dirs: list[Path]) -> None:
         if not self.keep_passing:

@@ -52,6 +52,14 @@ def decided(values: list[float], bound: float, runs: int) -> bool:
     return len(values) >= runs or (runs < 7 and any(v <= bound for v in values))
 
 
+def against_tcp(schedule: Schedule, flows: int, rep: int) -> tuple[TransferPlan, float]:
+    """Repetition `rep` of the transfer against `flows` TCP CUBIC flows, and its time
+    bound: three times as long as the transfer takes at its fair share."""
+    rate = schedule.phases[0].s2c.rate_bps
+    plan = TransferPlan(sizes=(SIZE,), tcp_flows=flows, tcp_cc="cubic", seed=rep)
+    return plan, SIZE * 8 / (rate / (flows + 1)) * 3 + 20
+
+
 class UnderShare(UserWarning):
     """The QUIC flow took less than its fair share: reported, not a failure."""
 
@@ -84,9 +92,8 @@ def test_fair_share_against_tcp_cubic(longlook, target, flows, schedule):
     ratios: list[float] = []
     with longlook.together():  # a failed verdict keeps every run behind it
         for rep in range(runs):
-            plan = TransferPlan(sizes=(SIZE,), tcp_flows=flows, tcp_cc="cubic", seed=rep)
-            rate = schedule.phases[0].s2c.rate_bps
-            with longlook.run(target, schedule, plan, timeout_s=SIZE * 8 / rate / fair * 3 + 20) as obs:
+            plan, timeout_s = against_tcp(schedule, flows, rep)
+            with longlook.run(target, schedule, plan, timeout_s=timeout_s) as obs:
                 assert obs.result.ok, f"{target.id}: transfer failed: {obs.result.reason}"
                 busy = obs.result.saturated()
                 if busy:

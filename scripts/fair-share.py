@@ -5,7 +5,7 @@ fairness property's ×1.5 bound (a passing property prints nothing of this).
 
     scripts/fair-share.py --impl aioquic --cc cubic --flows 1 --runs 8
 
-Each run is one transfer of properties/test_fairness.py's plan (SIZE bytes after the
+Each run is one transfer of properties/test_fairness.py's plan (`against_tcp`: its size and time bound, after the
 TCP flows have started) on the same link; the last line gives the sorted ratios and
 how many exceed the bound. Needs root, like every property run.
 """
@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.endpoints import StackError  # noqa: E402
 from harness.runner import Runner, Target  # noqa: E402
-from harness.topology import TransferPlan, require_root  # noqa: E402
+from harness.topology import require_root  # noqa: E402
 from properties import analysis  # noqa: E402
-from properties.test_fairness import KAKHKI, SHARE_BOUND, SIZE  # noqa: E402
+from properties.test_fairness import KAKHKI, SHARE_BOUND, against_tcp  # noqa: E402
 
 
 def main() -> int:
@@ -42,12 +42,11 @@ def main() -> int:
         ap.error(f"--impl {a.impl}" + (f" --cc {a.cc}" if a.cc else "") + f": {e}")
     require_root()
     fair = 1 / (a.flows + 1)
-    rate = KAKHKI.phases[0].s2c.rate_bps
     runner = Runner(a.artifacts, keep_passing=True)
     ratios = []
     for rep in range(a.runs):
-        plan = TransferPlan(sizes=(SIZE,), tcp_flows=a.flows, tcp_cc="cubic", seed=rep)
-        with runner.run(target, KAKHKI, plan, timeout_s=SIZE * 8 / rate / fair * 3 + 20) as obs:
+        plan, timeout_s = against_tcp(KAKHKI, a.flows, rep)
+        with runner.run(target, KAKHKI, plan, timeout_s=timeout_s) as obs:
             if not obs.result.ok:
                 print(f"run {rep + 1}/{a.runs}: transfer failed: {obs.result.reason} ({obs.out_dir})")
                 continue

@@ -44,7 +44,7 @@ def example_dirs(r: Runner):
     return sorted(p.parent for p in r.artifacts.rglob("example.json"))
 
 
-def test_a_passing_run_keeps_nothing(runner, target_, node):
+def test_a_passing_run_keeps_nothing(runner, target_):
     with runner.run(target_, SCHEDULE, PLAN):
         pass
     assert example_dirs(runner) == []
@@ -59,7 +59,7 @@ def test_a_failing_run_is_kept_with_its_verdict(runner, target_, node):
     assert "window below the floor" in (kept / "verdict.txt").read_text()
 
 
-def test_a_later_failure_replaces_the_earlier_one(runner, target_, node):
+def test_a_later_failure_replaces_the_earlier_one(runner, target_):
     """Shrinking fails many examples: only the last, minimal one stays."""
     for message in ("first", "shrunk"):
         with pytest.raises(AssertionError):
@@ -81,7 +81,7 @@ def test_a_verdict_across_passing_runs_keeps_every_run_when_it_fails(runner, tar
     assert all("fair share" in (d / "verdict.txt").read_text() for d in kept)
 
 
-def test_a_run_that_fails_inside_a_verdict_keeps_the_runs_before_it(runner, target_, node):
+def test_a_run_that_fails_inside_a_verdict_keeps_the_runs_before_it(runner, target_):
     with pytest.raises(AssertionError):
         with runner.together():
             with runner.run(target_, SCHEDULE, PLAN):
@@ -109,7 +109,7 @@ def test_a_skipped_or_rejected_verdict_keeps_nothing(runner, target_, node, leav
     assert example_dirs(runner) == [] and node not in runner.failures
 
 
-def test_an_inconclusive_run_inside_a_verdict_is_a_skip_that_keeps_nothing(runner, target_, node):
+def test_an_inconclusive_run_inside_a_verdict_is_a_skip_that_keeps_nothing(runner, target_):
     with pytest.raises(pytest.skip.Exception, match="inconclusive: CPU-bound"):
         with runner.together():
             with runner.run(target_, SCHEDULE, PLAN):
@@ -119,7 +119,7 @@ def test_an_inconclusive_run_inside_a_verdict_is_a_skip_that_keeps_nothing(runne
     assert example_dirs(runner) == []
 
 
-def test_a_new_failing_verdict_replaces_every_run_of_the_previous_one(runner, target_, node):
+def test_a_new_failing_verdict_replaces_every_run_of_the_previous_one(runner, target_):
     for runs in (3, 1):
         with pytest.raises(AssertionError):
             with runner.together():
@@ -139,7 +139,7 @@ def test_keep_passing_keeps_passing_runs(tmp_path, monkeypatch, target_):
     assert len(example_dirs(r)) == 1
 
 
-def test_a_passing_test_leaves_no_empty_directory(runner, target_, node):
+def test_a_passing_test_leaves_no_empty_directory(runner, target_):
     with runner.run(target_, SCHEDULE, PLAN):
         pass
     assert list(runner.artifacts.iterdir()) == []
