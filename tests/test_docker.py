@@ -182,16 +182,26 @@ def test_cli_transfer_through_docker(docker_ready, tmp_path):
     assert _ours_left() == []
 
 
+def _one_line_error(tmp_path, *args: str) -> str:
+    done = _longlook("transfer", "--impl", "aioquic", "--rate", "10mbit", "--rtt", "10ms",
+                     "--out", str(tmp_path / "r"), *args)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    return done.stderr
+
+
 @pytest.mark.parametrize("args, needle", [
     (["--image", "x:y"], "--image needs --backend docker"),
     (["--backend", "docker", "--impl-cmd", "true"], "not with --backend docker"),
-    (["--backend", "docker", "--image", "longlook/no-such:none"], "image longlook/no-such:none not found"),
 ])
 def test_cli_backend_errors_are_one_line(args, needle, tmp_path):
-    done = _longlook("transfer", "--impl", "aioquic", "--rate", "10mbit", "--rtt", "10ms",
-                     "--out", str(tmp_path / "r"), *args)
-    assert done.returncode == 2 and needle in done.stderr, done.stderr
-    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert needle in _one_line_error(tmp_path, *args)
+
+
+def test_cli_missing_image_is_one_line(docker_ready, tmp_path):
+    # Needs an engine: without one the (also one-line) error is that no engine answers.
+    assert "image longlook/no-such:none not found" in _one_line_error(
+        tmp_path, "--backend", "docker", "--image", "longlook/no-such:none")
 
 
 def _saved_example(directory: Path, run: dict) -> Path:
