@@ -151,7 +151,7 @@ FLAKY_FINDINGS: dict[tuple[str, str], str] = {
         "F21 (4 of 4 verdicts, every run ×1.51-1.75): picoquic 1.1.53 (cubic) takes more than 1.5× its fair share against one TCP CUBIC flow; non-strict because the margin is small; docs/findings.md"
     ),
     ("test_clean_link_is_fully_used", "picoquic-prague"): (
-        "F22 (1 conclusive run of 1, 3 replays inconclusive from CPU wait): picoquic 1.1.53 (prague) used 60% of a clean 20 Mbit/s, 600 ms link; docs/findings.md"
+        "F22 (1 of 1 conclusive runs; 3 replays inconclusive from CPU wait): picoquic 1.1.53 (prague) used 60% of a clean 20 Mbit/s, 600 ms link; docs/findings.md"
     ),
     ("test_fair_share_against_tcp_cubic", "aioquic-cubic-1"): (
         "F7 (at the bound: ×1.30-1.63 over 13 runs, 7 of them above ×1.5; the ci verdict of 3 runs "

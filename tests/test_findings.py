@@ -1,0 +1,68 @@
+"""The recorded findings (properties/findings.py) stay consistent with the suite and
+with docs/findings.md: a stale key would silently mark nothing, and a reason that
+cites no written-up finding leaves a reader of an XFAIL with nowhere to go."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from harness import endpoints
+from properties.findings import FINDINGS, FLAKY_FINDINGS
+
+ROOT = Path(__file__).resolve().parent.parent
+ENTRIES = [(key, reason, True) for key, reason in FINDINGS.items()] + \
+          [(key, reason, False) for key, reason in FLAKY_FINDINGS.items()]
+IDS = [f"{'strict' if strict else 'flaky'}:{name}[{target}]" for (name, target), _, strict in ENTRIES]
+
+
+def _property_names() -> set[str]:
+    names = set()
+    for path in (ROOT / "properties").glob("test_*.py"):
+        tree = ast.parse(path.read_text())
+        names |= {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
+    return names
+
+
+def _written_up() -> set[str]:
+    text = (ROOT / "docs" / "findings.md").read_text()
+    return set(re.findall(r"^## (F\d+)\b", text, flags=re.M))
+
+
+PROPERTIES = _property_names()
+WRITTEN_UP = _written_up()
+
+
+@pytest.mark.parametrize("key, reason, strict", ENTRIES, ids=IDS)
+def test_entry_names_a_property_and_a_target(key, reason, strict):
+    name, target = key
+    assert name in PROPERTIES, f"{name}: no such property in properties/test_*.py (renamed or removed?)"
+    stack, _, rest = next(((s, "-", target[len(s) + 1:]) for s in endpoints.STACKS if target.startswith(s + "-")),
+                          (None, "", ""))
+    assert stack, f"{target}: starts with no known stack ({', '.join(endpoints.STACKS)})"
+    cc, _, flows = rest.partition("-")
+    assert cc in endpoints.load(stack).cc, f"{target}: {stack} has no controller {cc!r}"
+    assert flows == "" or flows.isdigit(), f"{target}: the part after the controller must be a count"
+
+
+@pytest.mark.parametrize("key, reason, strict", ENTRIES, ids=IDS)
+def test_reason_cites_a_written_up_finding(key, reason, strict):
+    number = re.match(r"F\d+\b", reason)
+    assert number, f"{key}: the reason must start with its finding number, e.g. 'F8: …'"
+    assert number.group() in WRITTEN_UP, f"{key}: docs/findings.md has no '## {number.group()}' section"
+    assert reason.rstrip().endswith("docs/findings.md"), f"{key}: the reason must end by pointing at docs/findings.md"
+
+
+@pytest.mark.parametrize("key, reason, strict", [e for e in ENTRIES if not e[2]],
+                         ids=[i for i, e in zip(IDS, ENTRIES) if not e[2]])
+def test_a_flaky_finding_says_how_often(key, reason, strict):
+    assert re.match(r"F\d+ \([^)]*\b\d+ of \d+", reason), \
+        f"{key}: a non-strict finding's reason starts 'F<n> (<k> of <n> runs…)' so a reader can weigh an XPASS"
+
+
+def test_no_case_is_both_strict_and_flaky():
+    both = FINDINGS.keys() & FLAKY_FINDINGS.keys()
+    assert not both, f"listed as strict and as flaky: {sorted(both)}"
