@@ -137,7 +137,7 @@ FLAKY_FINDINGS: dict[tuple[str, str], str] = {
         "it should have fitted; docs/findings.md"
     ),
     ("test_sender_fits_a_sudden_bandwidth_drop", "quiche-cubic"): (
-        "F13 (1 of 4 runs): quiche 0.30 (cubic) undoes reductions after real queue-overflow "
+        "F13 (4 of 14 runs): quiche 0.30 (cubic) undoes reductions after real queue-overflow "
         "losses and sits at the bound after a drop to 10%: 1.5-3.0% of its datagrams dropped "
         "once it should have fitted; docs/findings.md"
     ),
