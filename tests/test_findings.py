@@ -40,10 +40,9 @@ WRITTEN_UP = _written_up()
 def test_entry_names_a_property_and_a_target(key, reason, strict):
     name, target = key
     assert name in PROPERTIES, f"{name}: no such property in properties/test_*.py (renamed or removed?)"
-    stack, _, rest = next(((s, "-", target[len(s) + 1:]) for s in endpoints.STACKS if target.startswith(s + "-")),
-                          (None, "", ""))
+    stack = next((s for s in endpoints.STACKS if target.startswith(s + "-")), None)
     assert stack, f"{target}: starts with no known stack ({', '.join(endpoints.STACKS)})"
-    cc, _, flows = rest.partition("-")
+    cc, _, flows = target[len(stack) + 1:].partition("-")
     assert cc in endpoints.load(stack).cc, f"{target}: {stack} has no controller {cc!r}"
     assert flows == "" or flows.isdigit(), f"{target}: the part after the controller must be a count"
 
