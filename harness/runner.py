@@ -160,11 +160,6 @@ class Runner:
         #: Under together(): the runs made so far, held until the verdict.
         self._held: list[Path] | None = None
 
-    @property
-    def failures(self) -> dict[str, Path]:
-        """Each test's last failing example."""
-        return {nodeid: dirs[-1] for nodeid, dirs in self.kept.items()}
-
     def _next_dir(self, nodeid: str) -> Path:
         # Never reuse a directory: an earlier run's artifacts, or another run's
         # sharing this artifacts root right now, stay as they are.

@@ -55,7 +55,7 @@ def test_a_failing_run_is_kept_with_its_verdict(runner, target_, node):
         with runner.run(target_, SCHEDULE, PLAN):
             raise AssertionError("window below the floor")
     [kept] = example_dirs(runner)
-    assert runner.failures[node] == kept
+    assert runner.kept[node][-1] == kept
     assert "window below the floor" in (kept / "verdict.txt").read_text()
 
 
@@ -77,7 +77,7 @@ def test_a_verdict_across_passing_runs_keeps_every_run_when_it_fails(runner, tar
                     pass
             raise AssertionError("×[1.63, 1.58, 1.50] its fair share")
     kept = example_dirs(runner)
-    assert len(kept) == 3 and runner.kept[node] == kept and runner.failures[node] == kept[-1]
+    assert len(kept) == 3 and runner.kept[node] == kept and runner.kept[node][-1] == kept[-1]
     assert all("fair share" in (d / "verdict.txt").read_text() for d in kept)
 
 
@@ -96,7 +96,7 @@ def test_a_verdict_that_holds_keeps_nothing(runner, target_, node):
         for _ in range(3):
             with runner.run(target_, SCHEDULE, PLAN):
                 pass
-    assert example_dirs(runner) == [] and node not in runner.failures
+    assert example_dirs(runner) == [] and node not in runner.kept
 
 
 @pytest.mark.parametrize("leave", [pytest.skip.Exception("inconclusive"), UnsatisfiedAssumption()])
@@ -106,7 +106,7 @@ def test_a_skipped_or_rejected_verdict_keeps_nothing(runner, target_, node, leav
             with runner.run(target_, SCHEDULE, PLAN):
                 pass
             raise leave
-    assert example_dirs(runner) == [] and node not in runner.failures
+    assert example_dirs(runner) == [] and node not in runner.kept
 
 
 def test_an_inconclusive_run_inside_a_verdict_is_a_skip_that_keeps_nothing(runner, target_):
