@@ -18,6 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from scripts._venv import use_checkout_venv  # noqa: E402
+
+use_checkout_venv(__file__)
+
 from harness.endpoints import StackError  # noqa: E402
 from harness.runner import Runner, Target  # noqa: E402
 from harness.topology import require_root  # noqa: E402

@@ -38,6 +38,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from scripts._venv import use_checkout_venv  # noqa: E402
+
+use_checkout_venv(__file__)
+
 from tests.mutants.catalogue import MUTANTS, Mutant, impairment_events  # noqa: E402
 from tests.mutants.zoo_plugin import RECORD_ENV, STOP_ENV  # noqa: E402
 
