@@ -10,6 +10,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 VENV = REPO / ".venv"
+_RESTARTED = "LONGLOOK_SCRIPT_RESTARTED"
 
 
 def use_checkout_venv(script: str) -> None:
@@ -20,4 +21,7 @@ def use_checkout_venv(script: str) -> None:
     python = VENV / "bin" / "python"
     if not python.exists():
         sys.exit(f"{Path(script).name}: {VENV} does not exist: run `make setup` in {REPO} first")
+    if os.environ.get(_RESTARTED) == "1":  # restarted once already: never loop
+        sys.exit(f"{Path(script).name}: {python} does not run as the venv {VENV}: run `make setup` again")
+    os.environ[_RESTARTED] = "1"
     os.execv(python, [str(python), script, *sys.argv[1:]])
