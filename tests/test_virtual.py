@@ -55,10 +55,43 @@ def test_bindings_apply_the_cores_index_drop_and_delay(tmp_path):
         (1, "dropped", "loss_index"), (0, "delivered", None), (2, "delivered", None)]
 
 
+def test_batched_send_and_poll_are_the_per_packet_calls(tmp_path):
+    # The loop's one-call-per-instant bindings must leave the same trail (log,
+    # captures) and hand over the same UDP payloads as on_packet(udp4(...)) and
+    # poll_transmit, including the index drop.
+    schedule = Schedule.constant(3, LinkSettings(delay_us=10_000), actions=(Action(dir="c2s", index=1, action="drop"),))
+    payloads = [bytes([i]) * (100 + i) for i in range(3)] + [b""]
+    trails, delivered = [], []
+    for way in ("per-packet", "batched"):
+        d = tmp_path / way
+        (d / "pcap").mkdir(parents=True)
+        link = longlook_link.Link(str(schedule.write(d / "schedule.json")), str(d / "link.ndjson"), str(d / "pcap"))
+        if way == "per-packet":
+            for p in payloads:
+                link.on_packet(5000, "c2s", longlook_link.udp4(C[0], S[0], C[1], S[1], p))
+            out = []
+            while (tx := link.poll_transmit(10**9)) is not None:
+                out.append((tx[0], tx[1][28:], tx[3]))
+        else:
+            link.send(5000, "c2s", C, S, payloads)
+            out = link.poll_due(10**9)
+        link.close()
+        delivered.append(out)
+        trails.append({p.name: p.read_bytes() for p in (d / "pcap").iterdir()} | {"log": (d / "link.ndjson").read_bytes()})
+    assert delivered[0] == delivered[1] == [("c2s", payloads[0], 0), ("c2s", payloads[2], 0), ("c2s", b"", 0)]
+    assert trails[0] == trails[1]
+
+
 def test_bindings_reject_misuse_with_the_fix(tmp_path):
     link = _link(tmp_path, Schedule.constant(1, LinkSettings()))
     with pytest.raises(ValueError, match='give "c2s" or "s2c"'):
         link.on_packet(0, "up", b"")
+    with pytest.raises(ValueError, match='address "198.18.0": '):
+        link.send(0, "c2s", ("198.18.0", C[1]), S, [b"x"])
+    with pytest.raises(ValueError, match="does not fit one IPv4 packet"):
+        link.send(0, "c2s", C, S, [bytes(65_508)])
+    with pytest.raises(TypeError):
+        link.send(0, "c2s", C, S, ["not bytes"])
     assert link.close() == link.close()  # idempotent
     with pytest.raises(ValueError, match="closed"):
         link.on_packet(0, "c2s", b"")
@@ -99,6 +132,36 @@ def test_a_timer_still_due_after_handling_advances_time_instead_of_spinning(tmp_
     loop = EventLoop(_link(tmp_path, Schedule.constant(1, LinkSettings())), client, FakeHost("server", *S, None))
     assert loop.run(10**9)
     assert loop.now_ns == 250_000_001 and client.handled == 2
+
+
+def test_the_run_sets_older_objects_aside_from_the_collector_and_restores_it(tmp_path):
+    import gc
+
+    class Recording(FakeHost):
+        def on_timer(self, now_s, now_ns):
+            self.frozen = gc.get_freeze_count()
+            super().on_timer(now_s, now_ns)
+
+    for d in "abc":
+        (tmp_path / d).mkdir()
+    assert gc.get_freeze_count() == 0
+    client = Recording("client", *C, timer=0.25)
+    assert EventLoop(_link(tmp_path / "a", Schedule.constant(1, LinkSettings())), client, FakeHost("server", *S, None)).run(10**9)
+    assert client.frozen > 0 and gc.get_freeze_count() == 0
+    # A caller's own freeze outlives the run, and a failed run thaws too.
+    gc.freeze()
+    try:
+        held = gc.get_freeze_count()
+        stuck = FakeHost("client", *C, timer=0.5, clears=False)
+        with pytest.raises(VirtualTimeError):
+            EventLoop(_link(tmp_path / "b", Schedule.constant(1, LinkSettings())), stuck, FakeHost("server", *S, None)).run(10**9)
+        assert gc.get_freeze_count() >= held
+    finally:
+        gc.unfreeze()
+    stuck = FakeHost("client", *C, timer=0.5, clears=False)
+    with pytest.raises(VirtualTimeError):
+        EventLoop(_link(tmp_path / "c", Schedule.constant(1, LinkSettings())), stuck, FakeHost("server", *S, None)).run(10**9)
+    assert gc.get_freeze_count() == 0
 
 
 def test_a_timer_the_stack_never_clears_raises_instead_of_livelocking(tmp_path):
@@ -166,7 +229,7 @@ def test_qlog_sink_writes_the_document_aioquics_own_logger_would(tmp_path, monke
         def start_trace(self, is_client, odcid):
             return QuicLogger.start_trace(self, is_client, odcid)
 
-        def settle(self):
+        def settle(self, min_events=1):
             pass
 
         def write(self, qlog_dir):
@@ -193,12 +256,16 @@ def test_qlog_sink_writes_the_document_aioquics_own_logger_would(tmp_path, monke
 
 
 def test_qlog_sink_keeps_changes_made_before_settling():
+    from harness.virtual.loop import Clock
     from harness.virtual.qlog_sink import VirtualQlog
 
-    logger = VirtualQlog(lambda: 1_000_000, 0)
+    clock = Clock()
+    clock.ns = 1_000_000
+    logger = VirtualQlog(clock, 0)
     trace = logger.start_trace(is_client=True, odcid=b"\x01\x02")
     frames = []
     trace.log_event(category="transport", event="packet_received", data={"frames": frames})
+    logger.settle(2)  # fewer events held than the batch: nothing is encoded yet
     frames.append({"frame_type": "ping"})
     logger.settle()
     frames.append({"frame_type": "padding"})  # after the settle: not the logged event any more

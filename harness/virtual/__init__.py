@@ -141,7 +141,7 @@ def _run(schedule: Schedule, out: Path, plan, opts, names: list[str]) -> dict:
 
     from harness.virtual import aioquic_hosts as aq
     from harness.virtual.determinism import EPOCH_UNIX_NS, deterministic_aioquic, write_cert
-    from harness.virtual.loop import EventLoop
+    from harness.virtual.loop import Clock, EventLoop
     from harness.virtual.qlog_sink import VirtualQlog
 
     schedule_path = schedule.write(out / "schedule.json")
@@ -158,21 +158,18 @@ def _run(schedule: Schedule, out: Path, plan, opts, names: list[str]) -> dict:
         log.version(aioquic.__version__, cc_name, native)
     link = longlook_link.Link(str(schedule_path), str(out / "link.ndjson"), str(out / "pcap"), EPOCH_UNIX_NS,
                               ["longlook-virtual", "aioquic"])
-    loop = None
+    clock = Clock()
 
-    def now_ns() -> int:
-        return loop.now_ns if loop else 0
-
-    with deterministic_aioquic(schedule.seed ^ plan.seed, now_ns):
+    with deterministic_aioquic(schedule.seed ^ plan.seed, lambda: clock.ns):
         mds = opts.max_datagram_size or 1252
         configs = {r: aq.configuration(is_client=r == "client", cc=native, flow_window=opts.flow_window,
                                        max_datagram_size=mds, keylog=d / "keys.log", certs=certs,
-                                       qlog=VirtualQlog(now_ns, EPOCH_UNIX_NS) if opts.qlog else None)
+                                       qlog=VirtualQlog(clock, EPOCH_UNIX_NS) if opts.qlog else None)
                    for r, d in roles.items()}
         server = aq.Server(*SERVER, configs["server"], out / "www", applogs["server"])
         client = aq.Client(*CLIENT, configs["client"], SERVER, names, plan.testcase, plan.think_ms,
                            roles["client"] / "downloads", applogs["client"])
-        loop = EventLoop(link, client, server)
+        loop = EventLoop(link, client, server, clock)
         client.start(0.0)
         try:
             finished = loop.run(int(opts.timeout_s * 1e9))

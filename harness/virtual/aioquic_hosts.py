@@ -21,7 +21,7 @@ from aioquic.quic.connection import QuicConnection
 from aioquic.quic.packet import QuicPacketType, pull_quic_header
 
 from harness.virtual.loop import Host
-from harness.virtual.qlog_sink import VirtualQlog
+from harness.virtual.qlog_sink import SETTLE_BATCH, VirtualQlog
 
 ALPN = ["hq-interop"]
 SERVER_NAME = "server.longlook.test"
@@ -87,7 +87,7 @@ class AioquicHost(Host):
         if self.qlog is not None:
             # Sending is the last call into the connection at an instant: the
             # events logged so far will not change any more.
-            self.qlog.settle()
+            self.qlog.settle(SETTLE_BATCH)
         return datagrams
 
     def _events(self, now_ns: int) -> None:

@@ -12,8 +12,10 @@ and our real-time endpoint write.
 When an event is final. aioquic logs `packet_received` first and fills its frame
 list while it handles the packet (logging other events meanwhile), so an event
 may still change until the call into the connection that logged it returns.
-The host calls `settle()` once its calls into the connection are over for the
-instant (after it sends); `write()` settles whatever is left.
+The host calls `settle(SETTLE_BATCH)` once its calls into the connection are
+over for the instant (after it sends): every event held then is final, and once
+a batch's worth is held they are encoded in one call (an encode per instant cost
+more in calls than in encoding); `write()` settles whatever is left.
 
 What differs from `json.dumps` of aioquic's dicts is the text, never the parsed
 document: no spaces after separators, exponents as msgspec writes them (`1e-7`,
@@ -26,12 +28,19 @@ non-standard `Infinity`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Protocol
 
 import msgspec
 from aioquic.quic.logger import QLOG_VERSION, QuicLogger, QuicLoggerTrace, hexdump
 
 _encode = msgspec.json.Encoder().encode
+#: Events a trace holds as dicts before the host's settle encodes them.
+SETTLE_BATCH = 256
+
+
+class Clock(Protocol):
+    #: Virtual time, ns since the link's start.
+    ns: int
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -45,14 +54,14 @@ class _Event(msgspec.Struct, gc=False):
 
 class SettlingTrace(QuicLoggerTrace):
     """A QuicLoggerTrace whose events are held as dicts only until `settle()`.
-    Times are virtual: `now_ns()` ns since the link's start, on the wall clock
+    Times are virtual: `clock.ns` ns since the link's start, on the wall clock
     at `epoch_unix_ns`, in ms, computed as aioquic computes them from a clock
     read (`encode_time(time.time())`), so the values are bit-identical."""
 
-    def __init__(self, *, is_client: bool, odcid: bytes, now_ns: Callable[[], int], epoch_unix_ns: int) -> None:
+    def __init__(self, *, is_client: bool, odcid: bytes, clock: Clock, epoch_unix_ns: int) -> None:
         super().__init__(is_client=is_client, odcid=odcid)
         self.odcid = hexdump(odcid)
-        self._now_ns = now_ns
+        self._clock = clock
         self._epoch_unix_ns = epoch_unix_ns
         self._pending: list[_Event] = []
         self._chunks: list[bytes] = []
@@ -61,13 +70,14 @@ class SettlingTrace(QuicLoggerTrace):
         self._last_ms = 0.0
 
     def log_event(self, *, category: str, event: str, data: dict) -> None:
-        ns = self._now_ns()
+        ns = self._clock.ns
         if ns != self._last_ns:
             self._last_ns, self._last_ms = ns, self.encode_time((self._epoch_unix_ns + ns) / 1e9)
         self._pending.append(_Event(data, category + ":" + event, self._last_ms))
 
-    def settle(self) -> None:
-        if self._pending:
+    def settle(self, min_events: int = 1) -> None:
+        """Encodes the events held, if there are at least `min_events` of them."""
+        if self._pending and len(self._pending) >= min_events:
             # One encode per batch; its brackets are dropped and the batches
             # joined with commas when the document is written.
             self._chunks.append(_encode(self._pending)[1:-1])
@@ -95,20 +105,22 @@ class VirtualQlog(QuicLogger):
     """A QuicLogger (aioquic's public logger interface) of SettlingTraces; `write`
     puts one `<ODCID>.qlog` per connection in a directory, as the real endpoint."""
 
-    def __init__(self, now_ns: Callable[[], int], epoch_unix_ns: int) -> None:
+    def __init__(self, clock: Clock, epoch_unix_ns: int) -> None:
         super().__init__()
-        self._now_ns = now_ns
+        self._clock = clock
         self._epoch_unix_ns = epoch_unix_ns
 
     def start_trace(self, is_client: bool, odcid: bytes) -> SettlingTrace:
-        trace = SettlingTrace(is_client=is_client, odcid=odcid, now_ns=self._now_ns,
+        trace = SettlingTrace(is_client=is_client, odcid=odcid, clock=self._clock,
                               epoch_unix_ns=self._epoch_unix_ns)
         self._traces.append(trace)
         return trace
 
-    def settle(self) -> None:
+    def settle(self, min_events: int = 1) -> None:
+        """Encodes the events of each trace that holds at least `min_events`; call it
+        only between calls into the connection (when every event held is final)."""
         for trace in self._traces:
-            trace.settle()
+            trace.settle(min_events)
 
     def write(self, qlog_dir: Path) -> None:
         qlog_dir.mkdir(parents=True, exist_ok=True)

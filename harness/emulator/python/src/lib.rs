@@ -12,7 +12,7 @@ use link_core::output::{summary, Log, SidePcap};
 use link_core::{Dir, Schedule};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyList};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 
@@ -32,6 +32,11 @@ fn side_in(dir: Dir) -> usize {
 fn io_err(what: &str, e: std::io::Error) -> PyErr {
     PyOSError::new_err(format!("{what}: {e}"))
 }
+
+/// A packet `poll_transmit` hands over: (dir, packet, due_ns, marks).
+type Transmitted<'py> = (&'static str, Bound<'py, PyBytes>, u64, u8);
+/// A packet `poll_due` hands over: (dir, UDP payload, marks).
+type Due<'py> = (&'static str, Bound<'py, PyBytes>, u8);
 
 /// The link of one virtual run: `link_core::Link` plus its log and captures.
 #[pyclass(unsendable, name = "Link")]
@@ -82,7 +87,7 @@ impl PyLink {
 
     /// The next packet due at or before `now_ns`: (dir, packet, due_ns, marks), or None.
     /// It is captured on its way out at its due time (virtual time is never late).
-    fn poll_transmit<'py>(&mut self, py: Python<'py>, now_ns: u64) -> PyResult<Option<(&'static str, Bound<'py, PyBytes>, u64, u8)>> {
+    fn poll_transmit<'py>(&mut self, py: Python<'py>, now_ns: u64) -> PyResult<Option<Transmitted<'py>>> {
         self.check_open()?;
         let Some(t) = self.link.poll_transmit(now_ns) else { return Ok(None) };
         if let Some(p) = &mut self.pcap {
@@ -90,6 +95,43 @@ impl PyLink {
         }
         self.drain()?;
         Ok(Some((t.dir.name(), PyBytes::new(py, &t.bytes), t.due_ns, t.marks)))
+    }
+
+    /// Datagrams (UDP payloads) a host sent at `now_ns` from `src` to `dst`, both
+    /// (address, port), each put on the link travelling `dir` as `udp4` wraps it:
+    /// the same as `on_packet(now_ns, dir, udp4(...))` per datagram, in one call.
+    fn send(&mut self, now_ns: u64, dir: &str, src: (&str, u16), dst: (&str, u16), payloads: &Bound<'_, PyList>) -> PyResult<()> {
+        self.check_open()?;
+        let dir = parse_dir(dir)?;
+        let (s, d) = (SocketAddrV4::new(parse_addr(src.0)?, src.1), SocketAddrV4::new(parse_addr(dst.0)?, dst.1));
+        for item in payloads.iter() {
+            let payload = item.cast::<PyBytes>()?.as_bytes();
+            check_fits(payload)?;
+            let packet = link_core::packet::udp4(s, d, 0, payload);
+            if let Some(p) = &mut self.pcap {
+                p[side_in(dir)].write(self.start_unix_ns + now_ns, &packet).map_err(|e| io_err("pcap", e))?;
+            }
+            self.link.on_packet_owned(now_ns, dir, packet);
+            self.drain()?;
+        }
+        Ok(())
+    }
+
+    /// Every packet due at or before `now_ns`, in `poll_transmit`'s order, as
+    /// (dir, UDP payload, marks): what a receiving socket would read, in one call.
+    /// A packet too short to carry IPv4 and UDP headers has an empty payload.
+    fn poll_due<'py>(&mut self, py: Python<'py>, now_ns: u64) -> PyResult<Vec<Due<'py>>> {
+        self.check_open()?;
+        let mut due = Vec::new();
+        while let Some(t) = self.link.poll_transmit(now_ns) {
+            if let Some(p) = &mut self.pcap {
+                p[1 - side_in(t.dir)].write(self.start_unix_ns + t.due_ns, &t.bytes).map_err(|e| io_err("pcap", e))?;
+            }
+            self.drain()?;
+            let start = udp_payload_start(&t.bytes).min(t.bytes.len());
+            due.push((t.dir.name(), PyBytes::new(py, &t.bytes[start..]), t.marks));
+        }
+        Ok(due)
     }
 
     /// A lower bound, ns, on when `poll_transmit` can next return a packet.
@@ -147,16 +189,30 @@ impl PyLink {
     }
 }
 
+fn parse_addr(s: &str) -> PyResult<Ipv4Addr> {
+    s.parse::<Ipv4Addr>().map_err(|e| PyValueError::new_err(format!("address {s:?}: {e}")))
+}
+
+fn check_fits(payload: &[u8]) -> PyResult<()> {
+    if 8 + payload.len() + 20 > 65535 {
+        return Err(PyValueError::new_err(format!("payload of {} bytes does not fit one IPv4 packet", payload.len())));
+    }
+    Ok(())
+}
+
+/// Where the UDP payload of an IPv4 packet starts: after its header (IHL words) and
+/// the 8-byte UDP header.
+fn udp_payload_start(packet: &[u8]) -> usize {
+    packet.first().map_or(0, |b| usize::from(b & 0x0f) * 4 + 8)
+}
+
 /// An IPv4/UDP datagram around `payload` with valid checksums (TTL 64, DF set), as
 /// the kernel would hand it to a TUN device.
 #[pyfunction]
 #[pyo3(signature = (src, dst, sport, dport, payload, ecn=0))]
 fn udp4<'py>(py: Python<'py>, src: &str, dst: &str, sport: u16, dport: u16, payload: &[u8], ecn: u8) -> PyResult<Bound<'py, PyBytes>> {
-    let addr = |s: &str| s.parse::<Ipv4Addr>().map_err(|e| PyValueError::new_err(format!("address {s:?}: {e}")));
-    let (s, d) = (addr(src)?, addr(dst)?);
-    if 8 + payload.len() + 20 > 65535 {
-        return Err(PyValueError::new_err(format!("payload of {} bytes does not fit one IPv4 packet", payload.len())));
-    }
+    let (s, d) = (parse_addr(src)?, parse_addr(dst)?);
+    check_fits(payload)?;
     let p = link_core::packet::udp4(SocketAddrV4::new(s, sport), SocketAddrV4::new(d, dport), ecn, payload);
     Ok(PyBytes::new(py, &p))
 }
