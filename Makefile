@@ -1,5 +1,8 @@
 # longlook — entry points. `make setup` is idempotent and fast when nothing changed.
-PYTHON_BOOTSTRAP ?= python3.11
+# The distribution's CPython when there is one: Debian builds it with PGO and LTO and
+# links it statically, which a default pyenv build does not, and aioquic (all Python)
+# runs ~8% faster on it (BENCHMARKS.md, "Interpreter"). Else python3.11 on PATH.
+PYTHON_BOOTSTRAP ?= $(firstword $(wildcard /usr/bin/python3.11) python3.11)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMPS := .stamps

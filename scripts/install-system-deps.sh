@@ -9,6 +9,11 @@ set -euo pipefail
 # tshark: cross-checks our QUIC decryption in tests (tests/test_wire_tshark.py).
 # openjdk-17-jre-headless: runs TLC, the TLA+ model checker (make tlc, harness/model).
 PACKAGES=(iproute2 iperf3 cmake libclang-dev graphviz tshark openjdk-17-jre-headless)
+# python3.11-venv: `python3.11 -m venv` with the distribution's interpreter, which
+# the Makefile prefers when it is there (PYTHON_BOOTSTRAP).
+if [ -x /usr/bin/python3.11 ]; then
+    PACKAGES+=(python3.11-venv)
+fi
 
 # Prints the packages of "$@" that dpkg does not report as installed.
 missing_packages() {

@@ -116,6 +116,10 @@ def tune(sock: socket.socket, s: Settings) -> None:
 def tls_context(s: Settings, server: bool) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT)
     ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_3
+    # CPython 3.10 to 3.11.2 set this by default (Debian 12's python3.11 does): a
+    # peer's missing close_notify then reads as a clean EOF and a truncated response
+    # as a complete one. The client relies on that EOF raising, whatever the build.
+    ctx.options &= ~ssl.OP_IGNORE_UNEXPECTED_EOF
     if s.keylog:
         ctx.keylog_filename = s.keylog
     if server:
