@@ -21,7 +21,8 @@ time from the client's start to exit, and its goodput next to the virtual one.
 
 With --cross-check (root) it instead runs, once virtual and once real each, a grid
 of 8 schedules (5 or 20 Mbit/s × 20 or 80 ms RTT × 0 or 1% iid loss, queue one
-BDP, one 2 MB object; goodput of each mode and their ratio), and one schedule of
+BDP, one 2 MB object; goodput of each mode and their ratio; with --seeds N, link
+seeds 1..N per point in each mode and the ratio of the medians), and one schedule of
 index drops on a clean link (which datagrams each mode's sender declared lost,
 from the ground-truth join, and how many declarations were spurious).
 
@@ -34,6 +35,7 @@ import argparse
 import hashlib
 import json
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -156,16 +158,25 @@ def _declared_lost(run_dir: Path, impl: str) -> dict:
             "spurious": len(audit.spurious_declarations), "undeclared": len(audit.undeclared_drops)}
 
 
-def cross_check(impl: str, tmp: Path) -> dict:
+def cross_check(impl: str, tmp: Path, seeds: int = 1) -> dict:
+    """With `seeds` > 1 each grid point runs link seeds 1..seeds in both modes and
+    compares the medians: on a lossy link one seed's goodput depends on which
+    packets the draw hits, and a real run's packets are not the virtual run's."""
     from harness.schedule import Action, LinkSettings, Schedule
 
     grid = []
     for i, case in enumerate(GRID):
-        schedule = link_schedule(seed=1, **case)
         row = {"rate_mbps": case["rate_bps"] / 1e6, "rtt_ms": case["rtt_us"] / 1e3, "loss": case["loss"]}
         for mode in ("virtual", "real"):
-            r = _transfer(mode, schedule, tmp / f"grid{i}-{mode}", impl, GRID_SIZE)
-            row[f"{mode}_goodput_mbps"] = round(r.goodput_bps / 1e6, 3)
+            goodputs = []
+            for seed in range(1, seeds + 1):
+                schedule = link_schedule(seed=seed, **case)
+                r = _transfer(mode, schedule, tmp / f"grid{i}-{mode}-{seed}", impl, GRID_SIZE)
+                goodputs.append(round(r.goodput_bps / 1e6, 3))
+                print(f"grid {i + 1}/{len(GRID)} {mode} seed {seed}: {goodputs[-1]} Mbit/s", file=sys.stderr)
+            row[f"{mode}_goodput_mbps"] = statistics.median(goodputs)
+            if seeds > 1:
+                row[f"{mode}_by_seed"] = goodputs
         row["ratio"] = round(row["virtual_goodput_mbps"] / row["real_goodput_mbps"], 3)
         print(f"grid {row}", file=sys.stderr)
         grid.append(row)
@@ -188,10 +199,14 @@ def main() -> int:
     ap.add_argument("--only", default=",".join(CASES), help=f"cases, comma-separated ({', '.join(CASES)})")
     ap.add_argument("--cross-check", action="store_true",
                     help="instead: goodput on a grid and index-drop loss declarations, virtual vs real (root)")
+    ap.add_argument("--seeds", type=int, default=1,
+                    help="with --cross-check: link seeds per grid point, medians compared (default 1)")
     a = ap.parse_args()
+    if a.seeds < 1:
+        ap.error(f"--seeds {a.seeds}: give 1 or more")
     if a.cross_check:
         with tempfile.TemporaryDirectory(prefix="ll-vcheck-") as tmp:
-            print(json.dumps({"bench": "virtual-cross-check", "impl": a.impl} | cross_check(a.impl, Path(tmp))))
+            print(json.dumps({"bench": "virtual-cross-check", "impl": a.impl} | cross_check(a.impl, Path(tmp), a.seeds)))
         return 0
     results = {}
     with tempfile.TemporaryDirectory(prefix="ll-vbench-") as tmp:
