@@ -91,7 +91,8 @@ def test_bindings_reject_misuse_with_the_fix(tmp_path):
     with pytest.raises(ValueError, match="does not fit one IPv4 packet"):
         link.send(0, "c2s", C, S, [bytes(65_508)])
     with pytest.raises(TypeError):
-        link.send(0, "c2s", C, S, ["not bytes"])
+        link.send(0, "c2s", C, S, [b"first", "not bytes"])
+    assert json.loads(link.stats())["c2s"]["arrived"] == 0  # a bad item sends none of them
     assert link.close() == link.close()  # idempotent
     with pytest.raises(ValueError, match="closed"):
         link.on_packet(0, "c2s", b"")

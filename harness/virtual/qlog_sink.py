@@ -14,8 +14,8 @@ list while it handles the packet (logging other events meanwhile), so an event
 may still change until the call into the connection that logged it returns.
 The host calls `settle(SETTLE_BATCH)` once its calls into the connection are
 over for the instant (after it sends): every event held then is final, and once
-a batch's worth is held they are encoded in one call (an encode per instant cost
-more in calls than in encoding); `write()` settles whatever is left.
+a batch's worth is held they are encoded in one call rather than one call per
+instant; `write()` settles whatever is left.
 
 What differs from `json.dumps` of aioquic's dicts is the text, never the parsed
 document: no spaces after separators, exponents as msgspec writes them (`1e-7`,
@@ -28,19 +28,16 @@ non-standard `Infinity`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 from aioquic.quic.logger import QLOG_VERSION, QuicLogger, QuicLoggerTrace, hexdump
 
+from harness.virtual.loop import Clock
+
 _encode = msgspec.json.Encoder().encode
 #: Events a trace holds as dicts before the host's settle encodes them.
 SETTLE_BATCH = 256
-
-
-class Clock(Protocol):
-    #: Virtual time, ns since the link's start.
-    ns: int
 
 
 class _Event(msgspec.Struct, gc=False):

@@ -104,10 +104,13 @@ impl PyLink {
         self.check_open()?;
         let dir = parse_dir(dir)?;
         let (s, d) = (SocketAddrV4::new(parse_addr(src.0)?, src.1), SocketAddrV4::new(parse_addr(dst.0)?, dst.1));
-        for item in payloads.iter() {
-            let payload = item.cast::<PyBytes>()?.as_bytes();
-            check_fits(payload)?;
-            let packet = link_core::packet::udp4(s, d, 0, payload);
+        // Checked first, so that a bad item puts none of the datagrams on the link.
+        let items: Vec<Bound<'_, PyBytes>> = payloads.iter().map(|i| i.cast_into::<PyBytes>()).collect::<Result<_, _>>()?;
+        for payload in &items {
+            check_fits(payload.as_bytes())?;
+        }
+        for payload in &items {
+            let packet = link_core::packet::udp4(s, d, 0, payload.as_bytes());
             if let Some(p) = &mut self.pcap {
                 p[side_in(dir)].write(self.start_unix_ns + now_ns, &packet).map_err(|e| io_err("pcap", e))?;
             }
