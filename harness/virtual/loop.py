@@ -122,7 +122,6 @@ class EventLoop:
         self.receiver = {"c2s": server, "s2c": client}
         #: The (address, port) a datagram going in each direction comes from.
         self.source = {d: (h.addr, h.port) for d, h in self.hosts.items()}
-        self.now_ns = 0
         self.steps = 0
         #: Hosts that received, fired or woke at this instant: only they can have
         #: something new to send (asking an idle stack costs as much as a send).
@@ -157,12 +156,17 @@ class EventLoop:
                 raise VirtualTimeError(f"at {self.now_ns / 1e9:.6f} s nothing is scheduled but the "
                                        f"{client.name} is not finished (a stack or application bug)")
             if t > until_ns:
-                self.now_ns = self.clock.ns = until_ns
+                self.clock.ns = until_ns
                 return False
-            if t > self.now_ns:
-                self.now_ns = self.clock.ns = t
+            if t > self.clock.ns:
+                self.clock.ns = t
             self._step()
         return True
+
+    @property
+    def now_ns(self) -> int:
+        """Virtual time, ns since the link's start (the clock's)."""
+        return self.clock.ns
 
     def _timer(self, direction: str) -> tuple[float | None, int | None, int | None]:
         """The host's protocol timer (s), the instant it fires at (ns), and its
@@ -185,7 +189,7 @@ class EventLoop:
         return best
 
     def _step(self) -> None:
-        now = self.now_ns
+        now = self.clock.ns
         self.steps += 1
         touched, timers = self.touched, self.timers
         for direction, payload, marks in self.link.poll_due(now):
@@ -231,7 +235,7 @@ class EventLoop:
             host.stuck = 0
 
     def _flush(self) -> None:
-        now = self.now_ns
+        now = self.clock.ns
         for direction in ("c2s", "s2c"):
             if direction not in self.touched:
                 continue

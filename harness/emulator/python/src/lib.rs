@@ -78,22 +78,14 @@ impl PyLink {
     fn on_packet(&mut self, now_ns: u64, dir: &str, packet: &[u8]) -> PyResult<()> {
         self.check_open()?;
         let dir = parse_dir(dir)?;
-        if let Some(p) = &mut self.pcap {
-            p[side_in(dir)].write(self.start_unix_ns + now_ns, packet).map_err(|e| io_err("pcap", e))?;
-        }
-        self.link.on_packet(now_ns, dir, packet);
-        self.drain()
+        self.enter(now_ns, dir, packet.to_vec())
     }
 
     /// The next packet due at or before `now_ns`: (dir, packet, due_ns, marks), or None.
     /// It is captured on its way out at its due time (virtual time is never late).
     fn poll_transmit<'py>(&mut self, py: Python<'py>, now_ns: u64) -> PyResult<Option<Transmitted<'py>>> {
         self.check_open()?;
-        let Some(t) = self.link.poll_transmit(now_ns) else { return Ok(None) };
-        if let Some(p) = &mut self.pcap {
-            p[1 - side_in(t.dir)].write(self.start_unix_ns + t.due_ns, &t.bytes).map_err(|e| io_err("pcap", e))?;
-        }
-        self.drain()?;
+        let Some(t) = self.leave(now_ns)? else { return Ok(None) };
         Ok(Some((t.dir.name(), PyBytes::new(py, &t.bytes), t.due_ns, t.marks)))
     }
 
@@ -110,12 +102,7 @@ impl PyLink {
             check_fits(payload.as_bytes())?;
         }
         for payload in &items {
-            let packet = link_core::packet::udp4(s, d, 0, payload.as_bytes());
-            if let Some(p) = &mut self.pcap {
-                p[side_in(dir)].write(self.start_unix_ns + now_ns, &packet).map_err(|e| io_err("pcap", e))?;
-            }
-            self.link.on_packet_owned(now_ns, dir, packet);
-            self.drain()?;
+            self.enter(now_ns, dir, link_core::packet::udp4(s, d, 0, payload.as_bytes()))?;
         }
         Ok(())
     }
@@ -126,11 +113,7 @@ impl PyLink {
     fn poll_due<'py>(&mut self, py: Python<'py>, now_ns: u64) -> PyResult<Vec<Due<'py>>> {
         self.check_open()?;
         let mut due = Vec::new();
-        while let Some(t) = self.link.poll_transmit(now_ns) {
-            if let Some(p) = &mut self.pcap {
-                p[1 - side_in(t.dir)].write(self.start_unix_ns + t.due_ns, &t.bytes).map_err(|e| io_err("pcap", e))?;
-            }
-            self.drain()?;
+        while let Some(t) = self.leave(now_ns)? {
             let start = udp_payload_start(&t.bytes).min(t.bytes.len());
             due.push((t.dir.name(), PyBytes::new(py, &t.bytes[start..]), t.marks));
         }
@@ -177,6 +160,26 @@ impl PyLink {
 }
 
 impl PyLink {
+    /// A packet enters the link: captured on the sender's side, then queued.
+    fn enter(&mut self, now_ns: u64, dir: Dir, packet: Vec<u8>) -> PyResult<()> {
+        if let Some(p) = &mut self.pcap {
+            p[side_in(dir)].write(self.start_unix_ns + now_ns, &packet).map_err(|e| io_err("pcap", e))?;
+        }
+        self.link.on_packet_owned(now_ns, dir, packet);
+        self.drain()
+    }
+
+    /// The next packet due at or before `now_ns`, captured on the receiver's side
+    /// at its due time (virtual time is never late).
+    fn leave(&mut self, now_ns: u64) -> PyResult<Option<link_core::Transmit>> {
+        let Some(t) = self.link.poll_transmit(now_ns) else { return Ok(None) };
+        if let Some(p) = &mut self.pcap {
+            p[1 - side_in(t.dir)].write(self.start_unix_ns + t.due_ns, &t.bytes).map_err(|e| io_err("pcap", e))?;
+        }
+        self.drain()?;
+        Ok(Some(t))
+    }
+
     fn check_open(&self) -> PyResult<()> {
         if self.closed {
             return Err(PyValueError::new_err("the link is closed; create a new Link for another run"));
