@@ -1,7 +1,7 @@
 """Small helpers for bench/emulator_bench.py: namespaces, processes, cleanup.
 
 Self-contained on purpose (standard library and the `ip` command only), so the
-benchmark does not depend on the internals of harness/netns.py or harness/link.py.
+benchmark does not depend on the internals of harness/testbed/netns.py or harness/testbed/link.py.
 
 Every namespace made here is named ``llb-<owner pid>-<4 hex>-c|s``; a later run
 deletes those whose owner is gone (what a killed run left behind). Addresses are

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 from harness import endpoints
-from harness.docker_backend import DockerTestbed, image_for
+from harness.testbed.docker_backend import DockerTestbed, image_for
 from harness.schedule import LinkSettings, Phase, Schedule
-from harness.topology import EndpointOptions, Testbed, TransferPlan
+from harness.testbed.topology import EndpointOptions, Testbed, TransferPlan
 
 
 def main() -> None:

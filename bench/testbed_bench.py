@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a
 
 from harness import endpoints  # noqa: E402
 from harness.cli import link_schedule  # noqa: E402
-from harness.topology import EndpointOptions, Testbed, TransferPlan, interrupts_as_exceptions  # noqa: E402
+from harness.testbed.topology import EndpointOptions, Testbed, TransferPlan, interrupts_as_exceptions  # noqa: E402
 
 LINKS = {"100mbit_20ms": (100_000_000, 20_000), "1gbit_2ms": (1_000_000_000, 2_000)}
 MIN_QUEUE = 64 * 1024

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import endpoints  # noqa: E402
 from harness.cli import link_schedule  # noqa: E402
-from harness.topology import EndpointOptions, TransferPlan  # noqa: E402
+from harness.testbed.topology import EndpointOptions, TransferPlan  # noqa: E402
 
 CASES = {
     "lossy10": dict(rate_bps=10_000_000, rtt_us=40_000, loss=0.01, queue_bytes=None),
@@ -75,7 +75,7 @@ def run_virtual(name: str, out: Path, impl: str, qlog: bool = True) -> dict:
 
 
 def run_real(name: str, out: Path, impl: str) -> dict:
-    from harness.topology import Testbed
+    from harness.testbed.topology import Testbed
 
     schedule = link_schedule(seed=1, **CASES[name])
     with Testbed(schedule, out) as bed:
@@ -136,7 +136,7 @@ def _transfer(mode: str, schedule, out: Path, impl: str, size: int):
 
         result = transfer(schedule, out, endpoints.load(impl), plan, opts)
     else:
-        from harness.topology import Testbed
+        from harness.testbed.topology import Testbed
 
         with Testbed(schedule, out) as bed:
             result = bed.transfer(endpoints.load(impl), plan, opts)

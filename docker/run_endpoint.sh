@@ -22,7 +22,7 @@ wait_for_sim() {
         sleep 0.02
     done
 }
-# Run as a local command (harness/commands.py), the link is up before we start and
+# Run as a local command (harness/testbed/commands.py), the link is up before we start and
 # there is no `sim` to ask.
 if [ -z "${LL_NETWORK_READY:-}" ]; then wait_for_sim; fi
 

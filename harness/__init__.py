@@ -1,6 +1,4 @@
-"""longlook's harness: namespaces, the link emulator, schedules, ground truth.
-
-Modules: ``netns`` (namespace pair and cleanup), ``link`` (the ``longlook-link``
-process), ``schedule`` (typed impairment schedules), ``groundtruth`` (the
-emulator's per-packet log).
-"""
+"""longlook's harness, one room per concern, data flowing one way
+(docs/architecture.md): schedule → testbed / virtual → run → observe → verdict →
+report, with the RFCs' constants (``rfc``) below them all. ``cli`` and
+``pytest_plugin`` are the two entry points on top."""

@@ -18,7 +18,8 @@ import json
 import sys
 from pathlib import Path
 
-from harness import endpoints, units
+from harness import endpoints
+from harness.schedule import units
 from harness.endpoints import StackError
 from harness.schedule import IidLoss, LinkSettings, Phase, Schedule
 
@@ -78,7 +79,7 @@ def _schedule_from_args(a: argparse.Namespace) -> Schedule:
     if a.schedule is not None:
         if a.rate or a.rtt:
             raise units.UnitError("give either --schedule or --rate/--rtt/--loss, not both")
-        from harness.link import check_schedule
+        from harness.testbed.link import check_schedule
 
         check_schedule(a.schedule)
         return Schedule.from_json(json.loads(a.schedule.read_text()))
@@ -89,10 +90,10 @@ def _schedule_from_args(a: argparse.Namespace) -> Schedule:
 
 
 def _select_backend(a: argparse.Namespace) -> None:
-    """Puts the run's backend where harness.docker_backend reads it, as the pytest plugin does."""
+    """Puts the run's backend where harness.testbed.docker_backend reads it, as the pytest plugin does."""
     import os
 
-    from harness import commands, docker_backend
+    from harness.testbed import commands, docker_backend
 
     if a.image and a.backend != "docker":
         raise units.UnitError("--image needs --backend docker")
@@ -109,8 +110,8 @@ def _select_backend(a: argparse.Namespace) -> None:
 
 
 def cmd_transfer(a: argparse.Namespace) -> int:
-    from harness.docker_backend import load_for_run, open_testbed
-    from harness.topology import EndpointOptions, TransferPlan, interrupts_as_exceptions
+    from harness.testbed.docker_backend import load_for_run, open_testbed
+    from harness.testbed.topology import EndpointOptions, TransferPlan, interrupts_as_exceptions
 
     _select_backend(a)
     stack = load_for_run(a.impl)
@@ -138,9 +139,9 @@ def cmd_transfer(a: argparse.Namespace) -> int:
     if result.ok:
         print(f"{stack.name} {a.cc or stack.default_cc}: {result.bytes} bytes in {result.duration_s:.3f} s, "
               f"goodput {result.goodput_bps / 1e6:.2f} Mbit/s; artifacts in {a.out}")
-        from harness.observe.outputs import write_observation
+        from harness.report.outputs import write_observation
 
-        for note in write_observation(a.out.resolve(), stack, stack.resolve_cc(a.cc).beta):
+        for note in write_observation(a.out.resolve(), stack.name, bool(stack.honours.get("qlog")), stack.resolve_cc(a.cc).beta):
             print(f"note: {note}")
         return 0
     verdict = "unsupported" if result.unsupported else "FAILED"
@@ -163,7 +164,7 @@ def cmd_replay(a: argparse.Namespace) -> int:
     """Runs the saved example's property test on exactly that example, via pytest."""
     import subprocess
 
-    from harness.link import REPO_ROOT
+    from harness.testbed.link import REPO_ROOT
 
     saved = a.dir / "example.json"
     if not saved.exists():
@@ -192,7 +193,7 @@ def _replay_backend(run: dict, example_dir: Path) -> list[str]:
     meta = example_dir / "docker.json"
     ran_on = json.loads(meta.read_text()).get("image_id") if meta.exists() else None
     if ran_on:
-        from harness import containers
+        from harness.testbed import containers
 
         try:
             now = containers.image_id(image)
@@ -220,10 +221,10 @@ def cmd_coverage(a: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
-    from harness.link import LinkError, ScheduleError
-    from harness.netns import NetnsError
+    from harness.testbed.link import LinkError, ScheduleError
+    from harness.testbed.netns import NetnsError
     from harness.model.tlc import TlcError
-    from harness.topology import TestbedError
+    from harness.testbed.topology import TestbedError
 
     try:
         return {"transfer": cmd_transfer, "impls": cmd_impls, "replay": cmd_replay,

@@ -70,46 +70,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--impl-cmd", default=os.environ.get("LONGLOOK_IMPL_CMD"), help=IMPL_CMD_HELP)
 
 
-#: Real-time bound on shrinking one failure under the ci profile, seconds.
-CI_SHRINK_SECONDS = 120
-#: The Hypothesis profile in force, set at configure time (before test modules load).
-PROFILE = "dev"
-#: Repetitions of a statistical property per profile (fairness against TCP etc.).
-REPETITIONS = {"ci": 3, "dev": 3, "release": 10, "replay": 1}
-
-
-def slow(test):
-    """Marks a property that needs long runs or repetitions. Under the ci profile it
-    runs only its fixed @example cases; dev and release also draw schedules.
-    Applied above @given; the settings inherit the active profile."""
-    test = pytest.mark.slow(test)
-    if PROFILE == "ci":
-        test = settings(phases=[Phase.explicit])(test)
-    return test
-
-
-def repetitions() -> int:
-    """How many times a statistical property repeats one case under this profile;
-    $LONGLOOK_REPETITIONS overrides it (e.g. to confirm a finding 3 of 3)."""
-    override = os.environ.get("LONGLOOK_REPETITIONS")
-    if override:
-        try:
-            return max(int(override), 1)
-        except ValueError:
-            raise pytest.UsageError(f"LONGLOOK_REPETITIONS={override!r}: give a whole number of runs, e.g. 10") from None
-    return REPETITIONS.get(PROFILE, 3)
+from harness.verdict import profiles  # noqa: E402  (after Hypothesis' profiles are registered)
+from harness.verdict.profiles import CI_SHRINK_SECONDS  # noqa: E402
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global PROFILE
-    PROFILE = config.getoption("hypothesis_profile", default=None) or "dev"
-    if PROFILE == "ci":
+    profiles.PROFILE = config.getoption("hypothesis_profile", default=None) or "dev"
+    if profiles.PROFILE == "ci":
         # Hypothesis has no public setting for this; its engine reads the module
         # constant (300 s) when shrinking starts. Examples here take seconds each.
         from hypothesis.internal.conjecture import engine
 
         engine.MAX_SHRINKING_SECONDS = CI_SHRINK_SECONDS
-    # Read by harness.docker_backend.open_testbed for every example.
+    # Read by harness.testbed.docker_backend.open_testbed for every example.
     os.environ["LONGLOOK_BACKEND"] = config.getoption("--backend")
     if config.getoption("--image"):
         if config.getoption("--backend") != "docker":
@@ -118,23 +91,23 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--impl-cmd"):
         _check_impl_cmd(config)
         os.environ["LONGLOOK_IMPL_CMD"] = config.getoption("--impl-cmd")
-    # Read by harness.runner.run_example for every example.
+    # Read by harness.run.run_example for every example.
     os.environ["LONGLOOK_MODE"] = config.getoption("--mode")
     if config.getoption("--mode") == "virtual" and config.getoption("--backend") != "local":
         raise pytest.UsageError("--mode virtual runs the stack in-process; it has no --backend docker")
     replay = config.getoption("--longlook-replay")
     if replay:
-        # Read by harness.strategies.replayable() when test modules are imported.
+        # Read by harness.schedule.strategies.replayable() when test modules are imported.
         os.environ[REPLAY_ENV] = str(Path(replay).resolve())
         settings.load_profile("replay")
-        PROFILE = "replay"
+        profiles.PROFILE = "replay"
     config.addinivalue_line("markers", "real_time_only(reason): needs the kernel or real CPU time; skipped in --mode virtual")
     config.addinivalue_line("markers", "slow: long runs or repetitions; fixed @example cases only under the ci profile")
 
 
 def _check_impl_cmd(config: pytest.Config) -> None:
     """Bad --impl-cmd input as one line, before collection (where it would print frames)."""
-    from harness.commands import parse
+    from harness.testbed.commands import parse
     from harness.endpoints import StackError
 
     if config.getoption("--backend") != "local" or config.getoption("--mode") != "real":
@@ -152,7 +125,7 @@ def _check_impl_cmd(config: pytest.Config) -> None:
 def _targets(config: pytest.Config):
     from harness import endpoints
     from harness.endpoints import StackError
-    from harness.runner import Target
+    from harness.run import Target
 
     replay = os.environ.get(REPLAY_ENV)
     if replay:
@@ -161,7 +134,7 @@ def _targets(config: pytest.Config):
             return [Target.parse(saved["stack"], saved["cc"])]
         except StackError as e:
             raise pytest.UsageError(f"cannot replay {replay}: {e}") from None
-    from harness import docker_backend
+    from harness.testbed import docker_backend
 
     names = config.getoption("--impl")
     cc = config.getoption("--cc")
@@ -198,17 +171,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skips real-time-only properties in virtual mode; marks the recorded findings
-    (properties/findings.py) as strict xfails."""
+    (harness/verdict/findings.py) as strict xfails."""
     if config.getoption("--mode") == "virtual":
         from harness.virtual.recheck import skip_real_time_only
 
         skip_real_time_only(items)
     try:
-        from properties.findings import FINDINGS
+        from harness.verdict.findings import FINDINGS
     except ImportError:
         return
     try:
-        from properties.findings import FLAKY_FINDINGS
+        from harness.verdict.findings import FLAKY_FINDINGS
     except ImportError:
         FLAKY_FINDINGS = {}
     for item in items:
@@ -233,7 +206,7 @@ def pytest_runtest_call(item: pytest.Item):
     """Under ci, a recorded finding is not shrunk again: its minimal schedule is in
     docs/findings.md, and shrinking it cost up to CI_SHRINK_SECONDS per case of the
     gate's time. The xfail still fails loudly if the stack stops failing."""
-    if PROFILE != "ci" or not item.stash.get(KNOWN_FINDING, False):
+    if profiles.PROFILE != "ci" or not item.stash.get(KNOWN_FINDING, False):
         yield
         return
     from hypothesis.internal.conjecture import engine
@@ -248,8 +221,8 @@ def pytest_runtest_call(item: pytest.Item):
 @pytest.fixture(scope="session")
 def longlook(request: pytest.FixtureRequest):
     """The example runner (session-scoped: Hypothesis runs many examples per test)."""
-    from harness.runner import Runner
-    from harness.topology import require_root
+    from harness.verdict.runner import Runner
+    from harness.testbed.topology import require_root
 
     if request.config.getoption("--mode") == "real":
         require_root()
@@ -269,7 +242,7 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     if not kept:
         return
     failed, others = kept[-1], kept[:-1]
-    from harness.runner import replay_command
+    from harness.run import replay_command
 
     files = sorted(p.relative_to(failed) for p in failed.rglob("*") if p.is_file() and not {"www", "downloads"} & set(p.parts))
     listing = "\n".join(f"  {f}" for f in files[:40])

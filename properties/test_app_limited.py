@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from hypothesis import example, given
 
-from harness import strategies
-from harness.topology import TransferPlan
-from properties import analysis
+from harness.schedule import strategies
+from harness.schedule import TransferPlan
+from harness.verdict import analysis
 
 #: 40 objects of 3000 bytes (three datagrams), 20 ms apart.
 PLAN = TransferPlan(sizes=(3_000,) * 40, testcase="appidle", think_ms=20)

@@ -36,14 +36,14 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from harness import strategies
-from harness.pytest_plugin import slow
-from harness.runner import Inconclusive
+from harness.schedule import strategies
+from harness.verdict.profiles import slow
+from harness.run import Inconclusive
 from harness.schedule import Phase, Schedule
-from harness.strategies import BaseLink
-from harness.topology import TransferPlan
-from properties import analysis
-from properties.bounds import BETA, transfer_time_bound_s
+from harness.schedule.strategies import BaseLink
+from harness.schedule import TransferPlan
+from harness.verdict import analysis
+from harness.verdict.bounds import BETA, transfer_time_bound_s
 
 #: Most of the flow's datagrams the bottleneck may drop once the sender has fitted.
 OVERFLOW_SHARE = 0.02
@@ -116,7 +116,7 @@ def test_sender_fits_a_sudden_bandwidth_drop(longlook, target, schedule):
         busy = obs.result.saturated()
         if busy:
             raise Inconclusive(f"{busy}: endpoint-bound, not link-bound")
-        ours = analysis.transfer_records(obs.ground_truth.records)
+        ours = obs.transfer_records()
         out = sorted((r.dep_us, r.size) for r in ours if r.dep_us is not None)
         largest = max(size for _, size in out)
         # As for utilisation: the transfer ends with its last full-size datagram.

@@ -22,10 +22,10 @@ import bisect
 import pytest
 from hypothesis import example, given
 
-from harness import strategies
+from harness.schedule import strategies
 from harness.observe.events import Metrics, PacketAcked, PacketLost, PacketSent
-from harness.topology import TransferPlan
-from properties import analysis
+from harness.schedule import TransferPlan
+from harness.verdict import analysis
 
 PLAN = TransferPlan(sizes=(1_000_000,))
 #: Stacks log an ACK's effect and the ACK's packet microseconds apart, in either

@@ -19,12 +19,12 @@ import bisect
 import pytest
 from hypothesis import example, given
 
-from harness import strategies
+from harness.schedule import strategies
 from harness.schedule import Action
-from harness.strategies import QUIC, BaseLink
-from harness.topology import TransferPlan
-from properties import analysis
-from properties.bounds import BETA
+from harness.schedule.strategies import QUIC, BaseLink
+from harness.schedule import TransferPlan
+from harness.verdict import analysis
+from harness.verdict.bounds import BETA
 
 PLAN = TransferPlan(sizes=(3_000_000,))
 #: Growth allowed per smoothed RTT: NewReno one datagram, measured over windows of

@@ -22,12 +22,12 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from harness import strategies
-from harness.pytest_plugin import PROFILE, repetitions, slow
-from harness.runner import Inconclusive
+from harness.schedule import strategies
+from harness.verdict.profiles import PROFILE, repetitions, slow
+from harness.run import Inconclusive
 from harness.schedule import LinkSettings, Schedule
-from harness.topology import TransferPlan
-from properties import analysis
+from harness.schedule import TransferPlan
+from harness.verdict import analysis
 
 #: At most this many times the fair share (the issue's starting point).
 SHARE_BOUND = 1.5
@@ -98,7 +98,7 @@ def test_fair_share_against_tcp_cubic(longlook, target, flows, schedule):
                 busy = obs.result.saturated()
                 if busy:
                     raise Inconclusive(f"{busy}: endpoint-bound, not link-bound")
-                share, t0, t1 = analysis.transfer_share(obs.ground_truth.records)
+                share, t0, t1 = obs.transfer_share()
                 ratios.append(share / fair)
                 if decided(ratios, SHARE_BOUND, runs):
                     break
@@ -138,7 +138,7 @@ def test_quic_flows_share_fairly(longlook, target, schedule):
                 busy = obs.result.saturated()
                 if busy:
                     raise Inconclusive(f"{busy}: endpoint-bound, not link-bound")
-                shares, t0, t1 = analysis.flow_bytes_while_all_active(analysis.transfer_records(obs.ground_truth.records))
+                shares, t0, t1 = analysis.flow_bytes_while_all_active(obs.transfer_records())
                 assert len(shares) == 2, f"{target.id}: {len(shares)} flows of the transfer in the ground truth, 2 expected"
                 assert t1 > t0, f"{target.id}: the two connections were never active together after their first second"
                 unfairness.append(1 - analysis.jain(list(shares.values())))

@@ -6,9 +6,9 @@ loss) and §7.6 (persistent congestion must not stall the connection forever).
 
 from hypothesis import given
 
-from harness import strategies
-from harness.topology import TransferPlan
-from properties.bounds import transfer_time_bound_s
+from harness.schedule import strategies
+from harness.schedule import TransferPlan
+from harness.verdict.bounds import transfer_time_bound_s
 
 PLAN = TransferPlan(sizes=(500_000,))
 

@@ -20,9 +20,9 @@ import pytest
 from hypothesis import example, given, target as hypothesis_target
 from hypothesis import strategies as st
 
-from harness import strategies
+from harness.schedule import strategies
 from harness.model import coverage, tracefile, validate
-from harness.topology import TransferPlan
+from harness.schedule import TransferPlan
 
 PLAN = TransferPlan(sizes=(400_000,))
 #: Set to 0 to turn model guidance off (bench/model_coverage_bench.py compares both).

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from hypothesis import assume, example, given
 
-from harness import strategies
-from harness.strategies import BaseLink
+from harness.schedule import strategies
+from harness.schedule.strategies import BaseLink
 from harness.observe.events import Metrics, PacketSent
-from harness.topology import TransferPlan
-from properties import analysis
+from harness.schedule import TransferPlan
+from harness.verdict import analysis
 
 PLAN = TransferPlan(sizes=(2_000_000,))
 #: max_ack_delay a peer may advertise by default (RFC 9000 §18.2), µs.

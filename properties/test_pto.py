@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from hypothesis import assume, example, given
 
-from harness import strategies
-from harness.strategies import BaseLink
-from harness.topology import TransferPlan
-from properties import analysis
+from harness.schedule import strategies
+from harness.schedule.strategies import BaseLink
+from harness.schedule import TransferPlan
+from harness.verdict import analysis
 
 PLAN = TransferPlan(sizes=(4_000_000,))
 #: Each timeout's gap over the previous one: 2 (§6.2.1), with a margin for timer

@@ -15,11 +15,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import example, given
 
-from harness import strategies
+from harness.schedule import strategies
 from harness.observe.join import join
 from harness.observe.reductions import reductions_with_cause
-from harness.runner import Inconclusive
-from harness.topology import TransferPlan
+from harness.run import Inconclusive
+from harness.schedule import TransferPlan
 
 PLAN = TransferPlan(sizes=(1_000_000,))
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from hypothesis import assume, example, given
 
-from harness import strategies
-from harness.topology import TransferPlan
-from properties import analysis
+from harness.schedule import strategies
+from harness.schedule import TransferPlan
+from harness.verdict import analysis
 
 PLAN = TransferPlan(sizes=(1_000_000,))
 #: kTimeThreshold − 1: a datagram arriving more than RTT/8 after it would have

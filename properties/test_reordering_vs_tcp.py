@@ -18,13 +18,13 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from harness import strategies
-from harness.pytest_plugin import slow
-from harness.runner import Inconclusive, Target
+from harness.schedule import strategies
+from harness.verdict.profiles import slow
+from harness.run import Inconclusive, Target
 from harness.observe.events import PacketLost
 from harness.schedule import Action, FlowSelector, Schedule
-from harness.strategies import BaseLink
-from harness.topology import TransferPlan
+from harness.schedule.strategies import BaseLink
+from harness.schedule import TransferPlan
 
 PLAN = TransferPlan(sizes=(4_000_000,))
 #: QUIC's goodput may trail TCP's by at most this factor.

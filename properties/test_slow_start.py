@@ -18,10 +18,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import example, given
 
-from harness import strategies
-from harness.topology import TransferPlan
-from properties import analysis
-from properties.bounds import BETA
+from harness.schedule import strategies
+from harness.schedule import TransferPlan
+from harness.verdict import analysis
+from harness.verdict.bounds import BETA
 
 PLAN = TransferPlan(sizes=(2_000_000,))
 #: How far back a signal may lie: a loss is declared up to about two RTTs after the
@@ -49,7 +49,7 @@ def test_slow_start_ends_on_a_congestion_signal(longlook, target, schedule):
         phase = schedule.phases[0].s2c
         rtt_us = 2 * phase.delay_us
         since = exit_.t_us - EVIDENCE_RTTS * rtt_us
-        ours = [r for r in analysis.transfer_records(obs.ground_truth.records) if since <= r.arr_us <= exit_.t_us]
+        ours = [r for r in obs.transfer_records() if since <= r.arr_us <= exit_.t_us]
         dropped = [r for r in ours if r.fate == "dropped"]
         marked = [r for r in ours if {"ce", "held", "reordered_by_jitter"} & set(r.marks)]
         queued = max((r.delay_us - phase.delay_us - r.size * 8e6 / phase.rate_bps

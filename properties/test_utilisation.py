@@ -17,13 +17,13 @@ from __future__ import annotations
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from harness import strategies
-from harness.pytest_plugin import slow
-from harness.runner import Inconclusive
-from harness.strategies import BaseLink
-from harness.topology import TransferPlan
-from properties import analysis
-from properties.bounds import transfer_time_bound_s
+from harness.schedule import strategies
+from harness.verdict.profiles import slow
+from harness.run import Inconclusive
+from harness.schedule.strategies import BaseLink
+from harness.schedule import TransferPlan
+from harness.verdict import analysis
+from harness.verdict.bounds import transfer_time_bound_s
 
 #: Required steady-state share of the bottleneck (the issue's 90%).
 UTILISATION = 0.90
@@ -69,7 +69,7 @@ def test_clean_link_is_fully_used(longlook, target, schedule):
         busy = obs.result.saturated()
         if busy:
             raise Inconclusive(f"{busy}: endpoint-bound, not link-bound")
-        out = sorted((r.dep_us, r.size) for r in analysis.transfer_records(obs.ground_truth.records)
+        out = sorted((r.dep_us, r.size) for r in obs.transfer_records()
                      if r.dep_us is not None)
         assert len(out) > 100, f"{target.id}: the ground truth holds only {len(out)} datagrams of the transfer"
         # The window ends with the last full-size datagram: what follows (the last

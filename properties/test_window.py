@@ -10,13 +10,13 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from harness import strategies
-from harness.strategies import BaseLink
+from harness.schedule import strategies
+from harness.schedule.strategies import BaseLink
 from harness.observe.events import Metrics
-from harness.runner import Inconclusive
-from harness.topology import TransferPlan
-from properties import analysis
-from properties.bounds import BETA
+from harness.run import Inconclusive
+from harness.schedule import TransferPlan
+from harness.verdict import analysis
+from harness.verdict.bounds import BETA
 
 PLAN = TransferPlan(sizes=(1_000_000,))
 

@@ -23,9 +23,10 @@ from scripts._venv import use_checkout_venv  # noqa: E402
 use_checkout_venv(__file__)
 
 from harness.endpoints import StackError  # noqa: E402
-from harness.runner import Runner, Target  # noqa: E402
-from harness.topology import require_root  # noqa: E402
-from properties import analysis  # noqa: E402
+from harness.run import Target  # noqa: E402
+from harness.verdict.runner import Runner  # noqa: E402
+from harness.testbed.topology import require_root  # noqa: E402
+from harness.verdict import analysis  # noqa: E402
 from properties.test_fairness import KAKHKI, SHARE_BOUND, against_tcp  # noqa: E402
 
 
@@ -54,7 +55,7 @@ def main() -> int:
             if not obs.result.ok:
                 print(f"run {rep + 1}/{a.runs}: transfer failed: {obs.result.reason} ({obs.out_dir})")
                 continue
-            share, t0, t1 = analysis.transfer_share(obs.ground_truth.records)
+            share, t0, t1 = obs.transfer_share()
             ratios.append(share / fair)
             busy = obs.result.saturated()
             note = f"; inconclusive: {busy}" if busy else ""

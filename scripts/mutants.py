@@ -8,7 +8,7 @@ A mutant is killed when it fails (not errors, not skips) a property that its sto
 controller passed in every stock run (--stock-runs, 3 by default). The stock
 controllers run first because the kills are defined by them; their rows come last
 and count false kills: properties a stock controller failed without a recorded
-finding (properties/findings.py). A mutant that survives every property its stock
+finding (harness/verdict/findings.py). A mutant that survives every property its stock
 passes, but fails one the stock fails too, is equivalent on that stack: the stock
 already has the bug.
 

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from harness.link import LinkBinaryMissing, find_binary
-from harness.netns import sweep_stale
+from harness.testbed.link import LinkBinaryMissing, find_binary
+from harness.testbed.netns import sweep_stale
 from lab import lab_session  # tests/ is on sys.path (rootdir conftest, prepend import mode)
 
 

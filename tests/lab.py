@@ -15,8 +15,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.link import Link, LinkOptions, run_in_ns
-from harness.netns import namespace_pair
+from harness.testbed.link import Link, LinkOptions, run_in_ns
+from harness.testbed.netns import namespace_pair
 from harness.schedule import Schedule
 
 TRAFFIC = Path(__file__).parent / "tools" / "traffic.py"

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.certs import write_certs
+from harness.testbed.certs import write_certs
 
 ENDPOINTS = Path(__file__).resolve().parent.parent / "harness" / "endpoints"
 #: Seconds an endpoint may take; the contract's LL_TIMEOUT_S is set a little longer.

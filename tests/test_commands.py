@@ -1,4 +1,4 @@
-"""The endpoint contract without Docker (harness/commands.py, docs/docker.md): an
+"""The endpoint contract without Docker (harness/testbed/commands.py, docs/docker.md): an
 interop-runner–style program run as a local command inside the namespaces.
 
 The command under test is tests/endpoints/qir-aioquic.sh: our aioquic endpoint
@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import endpoints, netns
-from harness.commands import parse, with_command
+from harness import endpoints
+from harness.testbed import netns
+from harness.testbed.commands import parse, with_command
 from harness.endpoints import StackError
 from harness.schedule import Action, LinkSettings, Phase, Schedule
-from harness.topology import QIR_PORT, SERVER_IP, EndpointOptions, Testbed, TransferPlan
+from harness.testbed.topology import QIR_PORT, SERVER_IP, EndpointOptions, Testbed, TransferPlan
 
 ROOT = Path(__file__).resolve().parent.parent
 WRAPPER = "tests/endpoints/qir-aioquic.sh"
@@ -130,8 +131,8 @@ def test_liveness_property_passes_through_a_command(netns_ready, tmp_path):
 def test_stacks_file_command_entry(monkeypatch, tmp_path):
     """An entry with "command" runs locally from any working directory; an image
     entry asks for --backend docker; a command never goes to the Docker backend."""
-    from harness import docker_backend
-    from harness.topology import TestbedError
+    from harness.testbed import docker_backend
+    from harness.testbed.topology import TestbedError
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("LONGLOOK_IMPL_CMD", raising=False)

@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import containers, endpoints, netns
-from harness.containers import DockerError
-from harness.docker_backend import CLIENT_IP, SERVER_IP, DockerTestbed
-from harness.runner import Example
+from harness.testbed import containers, netns
+from harness import endpoints
+from harness.testbed.containers import DockerError
+from harness.testbed.docker_backend import CLIENT_IP, SERVER_IP, DockerTestbed
+from harness.run import Example
 from harness.schedule import Action, IidLoss, LinkSettings, Phase, Schedule
-from harness.topology import EndpointOptions, Testbed, TestbedError, TransferPlan
+from harness.testbed.topology import EndpointOptions, Testbed, TestbedError, TransferPlan
 
 pytestmark = pytest.mark.netns
 

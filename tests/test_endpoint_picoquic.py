@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from harness import endpoints
-from harness.certs import write_certs
+from harness.testbed.certs import write_certs
 
 SIZE = 2_000_000
 ENDPOINTS = endpoints.ENDPOINTS_DIR

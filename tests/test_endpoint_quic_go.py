@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.certs import write_certs
+from harness.testbed.certs import write_certs
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICGO = ROOT / "harness" / "endpoints" / "quic-go"

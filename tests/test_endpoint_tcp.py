@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.certs import write_certs
+from harness.testbed.certs import write_certs
 
 ROOT = Path(__file__).resolve().parent.parent
 ENDPOINT = ROOT / "harness" / "endpoints" / "tcp"

@@ -1,4 +1,4 @@
-"""The recorded findings (properties/findings.py) stay consistent with the suite and
+"""The recorded findings (spec/findings.toml) stay consistent with the suite and
 with docs/findings.md: a stale key would silently mark nothing, and a reason that
 cites no written-up finding leaves a reader of an XFAIL with nowhere to go."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import endpoints
-from properties.findings import FINDINGS, FLAKY_FINDINGS
+from harness.verdict.findings import FINDINGS, FLAKY_FINDINGS
 
 ROOT = Path(__file__).resolve().parent.parent
 ENTRIES = [(key, reason, True) for key, reason in FINDINGS.items()] + \

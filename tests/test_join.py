@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.groundtruth import GroundTruth, PacketRecord, read_log
-from harness.link import REPO_ROOT
+from harness.observe.groundtruth import GroundTruth, PacketRecord, read_log
+from harness.testbed.link import REPO_ROOT
 from harness.observe import events as ev
 from harness.observe import join as J
 from harness.observe import reductions as R

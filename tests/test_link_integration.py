@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.groundtruth import DROP_REASONS
-from harness.link import Link, LinkError, LinkOptions, ScheduleError, check_schedule
-from harness.netns import emulator_pids, list_ours, namespace_pair, pid_alive, sweep_stale
+from harness.observe.groundtruth import DROP_REASONS
+from harness.testbed.link import Link, LinkError, LinkOptions, ScheduleError, check_schedule
+from harness.testbed.netns import emulator_pids, list_ours, namespace_pair, pid_alive, sweep_stale
 from harness.schedule import Action, FlowSelector, IidLoss, LinkSettings, Phase, Schedule
 from lab import SERVER_IP, lab_session, read_json
 

@@ -21,7 +21,7 @@ import pytest
 
 from conftest import skip_or_fail
 from harness import endpoints
-from harness.link import REPO_ROOT
+from harness.testbed.link import REPO_ROOT
 
 # Mutants are imported as tests.mutants.<module>, the name --cc gives the endpoint,
 # so that _patch here is the module the mutants patch through.

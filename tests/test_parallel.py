@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from conftest import skip_or_fail
-from harness import endpoints, netns
-from harness.link import REPO_ROOT, Link
-from harness.runner import _slug
+from harness import endpoints
+from harness.testbed import netns
+from harness.testbed.link import REPO_ROOT, Link
+from harness.verdict.runner import _slug
 from harness.schedule import LinkSettings, Schedule
 
 pytestmark = pytest.mark.netns

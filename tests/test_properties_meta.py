@@ -16,7 +16,7 @@ import pytest
 
 from conftest import skip_or_fail
 from harness import endpoints
-from harness.link import REPO_ROOT
+from harness.testbed.link import REPO_ROOT
 
 pytestmark = pytest.mark.netns
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.strategies import BaseLink
+from harness.schedule.strategies import BaseLink
 from properties.test_bandwidth_drop import DroppedPath, drop
 
 
@@ -49,7 +49,7 @@ def test_fairness_stops_once_the_verdict_is_settled(values, runs, settled):
 
 
 def test_a_hold_counts_its_extra_delay_over_the_datagrams_that_overtook_it():
-    from harness.groundtruth import PacketRecord
+    from harness.observe.groundtruth import PacketRecord
     from properties.test_reordering import held_extra_delays
 
     def rec(idx, arr, dep, marks=()):
@@ -67,7 +67,7 @@ def test_bytes_newly_acknowledged_counts_each_packet_once_within_the_window():
     from types import SimpleNamespace as NS
 
     from harness.observe.quic_frames import Ack
-    from properties.analysis import bytes_newly_acknowledged
+    from harness.verdict.analysis import bytes_newly_acknowledged
 
     def packet(pn, frames=()):
         return NS(space="application", pn=pn, size=1000, frames=frames, ack_eliciting=not frames)

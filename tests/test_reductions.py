@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.groundtruth import GroundTruth, PacketRecord, read_log
-from harness.link import REPO_ROOT
+from harness.observe.groundtruth import GroundTruth, PacketRecord, read_log
+from harness.testbed.link import REPO_ROOT
 from harness.observe import events as ev
 from harness.observe import join as J
 from harness.observe import qlog
@@ -31,7 +31,7 @@ def fixture_trace(stack: str, tmp: Path) -> ev.Trace:
 
 def test_properties_use_this_detection(monkeypatch):
     monkeypatch.syspath_prepend(str(REPO_ROOT))  # properties/ is not under tests/
-    from properties import analysis
+    from harness.verdict import analysis
 
     assert analysis.reductions is R.reductions and analysis.Reduction is R.Reduction
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pytest
 
-from harness.groundtruth import GroundTruth, PacketRecord
+from harness.observe.groundtruth import GroundTruth, PacketRecord
 from harness.observe.events import STATES, CongestionState, Metrics, Trace
 from harness.observe.states import infer_states
 from harness.report import STATE_COLOURS, write_report

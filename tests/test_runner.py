@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from hypothesis.errors import UnsatisfiedAssumption
 
-from harness import runner as runner_mod
 from harness.endpoints import load
-from harness.runner import Inconclusive, Runner, Target
-from harness.schedule import LinkSettings, Schedule
-from harness.topology import TransferPlan
+from harness.run import Inconclusive, Target
+from harness.schedule import LinkSettings, Schedule, TransferPlan
+from harness.verdict import runner as runner_mod
+from harness.verdict.runner import Runner
 
 SCHEDULE = Schedule.constant(0, LinkSettings(rate_bps=5_000_000, delay_us=10_000))
 PLAN = TransferPlan(sizes=(1000,))

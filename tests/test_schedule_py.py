@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from harness.groundtruth import DROP_REASONS, FATES, LogFormatError, PacketRecord, read_log
+from harness.observe.groundtruth import DROP_REASONS, FATES, LogFormatError, PacketRecord, read_log
 from harness.schedule import (
     Action,
     FlowSelector,

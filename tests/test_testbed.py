@@ -13,7 +13,8 @@ import time
 import pytest
 
 from conftest import skip_or_fail
-from harness import endpoints, netns
+from harness import endpoints
+from harness.testbed import netns
 
 pytestmark = pytest.mark.netns
 
@@ -56,7 +57,7 @@ def test_qlog_off_leaves_no_qlog(netns_ready, tmp_path):
     """EndpointOptions(qlog=False) leaves QLOGDIR unset, so the endpoints write no
     qlog (the benchmark's "qlog off"); the transfer itself still completes."""
     from harness.cli import link_schedule
-    from harness.topology import EndpointOptions, Testbed, TransferPlan
+    from harness.testbed.topology import EndpointOptions, Testbed, TransferPlan
 
     stack = endpoints.load("aioquic")
     if not stack.is_built():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.units import UnitError, fraction, rate_bps, size_bytes, time_us
+from harness.schedule.units import UnitError, fraction, rate_bps, size_bytes, time_us
 
 
 @pytest.mark.parametrize("text,bps", [("50mbit", 50_000_000), ("1gbit", 10**9), ("500kbit", 500_000), ("1.5mbit", 1_500_000)])

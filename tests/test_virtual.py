@@ -14,7 +14,7 @@ longlook_link = pytest.importorskip("longlook_link", reason="bindings not built:
 
 from harness import endpoints  # noqa: E402
 from harness.schedule import Action, LinkSettings, Schedule  # noqa: E402
-from harness.topology import EndpointOptions, TransferPlan  # noqa: E402
+from harness.testbed.topology import EndpointOptions, TransferPlan  # noqa: E402
 from harness.virtual import RealTimeOnly, transfer, transfer_with_stats  # noqa: E402
 from harness.virtual.loop import STUCK_LIMIT, EventLoop, Host, VirtualTimeError  # noqa: E402
 from virtual_runs import files, lossy  # noqa: E402
@@ -189,7 +189,7 @@ def test_virtual_aioquic_reruns_are_bit_identical_and_observable(tmp_path):
 
     from harness.observe.qlog import read_run
     from harness.observe.wire import read_wire
-    from harness.groundtruth import read_log
+    from harness.observe.groundtruth import read_log
 
     traces = read_run(tmp_path / "a", "aioquic")
     assert traces["server"] and all("clock: epoch" in t.notes[0] for t in traces["server"])

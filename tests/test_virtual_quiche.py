@@ -14,7 +14,7 @@ import time
 import pytest
 
 from harness import endpoints
-from harness.topology import EndpointOptions, TransferPlan
+from harness.testbed.topology import EndpointOptions, TransferPlan
 from harness.virtual import rust, supports, transfer, transfer_with_stats
 from virtual_runs import lossy
 
@@ -36,7 +36,7 @@ def test_transfer_completes_and_reads_like_a_real_time_run(tmp_path):
     saved = json.loads((tmp_path / "result.json").read_text())
     assert saved["mode"] == "virtual" and saved["out_dir"] == "."
 
-    from harness.groundtruth import read_log
+    from harness.observe.groundtruth import read_log
     from harness.observe import events as ev
     from harness.observe.qlog import read_run
     from harness.observe.wire import read_wire

@@ -13,7 +13,7 @@ import pytest
 
 from harness import endpoints
 from harness.schedule import Action, LinkSettings, Schedule
-from harness.topology import EndpointOptions, TransferPlan
+from harness.testbed.topology import EndpointOptions, TransferPlan
 from harness.virtual import rust, transfer, transfer_with_stats
 from virtual_runs import lossy
 
@@ -32,7 +32,7 @@ def test_transfer_completes_and_reads_like_a_real_time_run(tmp_path):
     assert saved["mode"] == "virtual" and saved["out_dir"] == "."
     assert [p.name for p in (tmp_path / "server" / "qlog").iterdir()][0].startswith("server-")
 
-    from harness.groundtruth import read_log
+    from harness.observe.groundtruth import read_log
     from harness.observe.qlog import read_run
     from harness.observe.wire import read_wire
 

@@ -8,7 +8,7 @@ import pytest
 
 from harness import endpoints
 from harness.schedule import LinkSettings, Schedule
-from harness.topology import EndpointOptions, TransferPlan
+from harness.testbed.topology import EndpointOptions, TransferPlan
 from harness.virtual import RealTimeOnly, rust, transfer, transfer_with_stats
 from virtual_runs import files, lossy
 
@@ -35,7 +35,7 @@ def test_reruns_are_byte_identical_and_the_seed_reaches_everything(stack, cc, tm
 def test_competing_flows_each_get_a_client_and_share_the_link(stack, tmp_path):
     """quic_flows > 1: client k (port 40000 + k - 1, directory client-k/) fetches
     the objects over its own connection, as the real testbed's extra clients."""
-    from harness.groundtruth import read_log
+    from harness.observe.groundtruth import read_log
     from harness.observe.join import flow_shares
 
     plan = TransferPlan(sizes=(400_000,), quic_flows=2)

@@ -14,8 +14,8 @@ from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection
 from aioquic.tls import CipherSuite
 
-from harness.certs import write_certs
-from harness.groundtruth import read_log
+from harness.testbed.certs import write_certs
+from harness.observe.groundtruth import read_log
 from harness.observe.wire import WireError, WireView, iter_pcap, read_keylog, read_wire
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wire"

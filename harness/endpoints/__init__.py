@@ -15,6 +15,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import rfc
+
 ENDPOINTS_DIR = Path(__file__).resolve().parent
 #: The fixed stack names (issue 3's interface); order is the display order.
 STACKS = ("aioquic", "picoquic", "quic-go", "quiche", "quinn", "tcp")
@@ -42,12 +44,14 @@ class Stack:
     default_cc: str
     honours: dict[str, bool] = field(default_factory=dict)
     qlog_format: str | None = None
+    #: What the transfer runs over: "udp" (QUIC) or "tcp" (the kernel TCP baseline).
+    transport: str = "udp"
     #: What the build produces (relative to the stack's directory), if anything.
     artifact: str | None = None
     #: Deliberately broken controllers (the mutant zoo): selectable by name with
     #: --cc, never offered as a conformant choice (caps.json "mutants").
     mutants: dict[str, CongestionControl] = field(default_factory=dict)
-    #: A program and its arguments that replace `run` (harness/commands.py: an
+    #: A program and its arguments that replace `run` (harness/testbed/commands.py: an
     #: implementer's own build, with this stack's CC list and qlog dialect).
     command: tuple[str, ...] | None = None
 
@@ -84,9 +88,9 @@ class Stack:
         )
 
 
-#: kLossReductionFactor of each family (RFC 9002 §7.3.2, RFC 9438 §4.6): the
-#: families whose rules a controller given by import path may claim.
-FAMILY_BETA = {"newreno": 0.5, "cubic": 0.7}
+#: The families whose rules a controller given by import path may claim, with
+#: their kLossReductionFactor (harness.rfc).
+FAMILY_BETA = rfc.FAMILY_BETA
 
 
 def import_path_cc(spec: str) -> CongestionControl:
@@ -101,7 +105,7 @@ def import_path_cc(spec: str) -> CongestionControl:
     """
     module_name, _, attr = spec.partition(":")
     # The endpoint sees the caller's PYTHONPATH, the checkout and the working
-    # directory (harness/topology.py); look where it will look.
+    # directory (harness/testbed/topology.py); look where it will look.
     extra = [p for p in (str(ENDPOINTS_DIR.parents[1]), os.getcwd()) if p not in sys.path]
     sys.path.extend(extra)
     try:
@@ -139,6 +143,7 @@ def load(name: str) -> Stack:
             default_cc=caps["default_cc"],
             honours=dict(caps.get("honours", {})),
             qlog_format=caps.get("qlog_format"),
+            transport=caps.get("transport", "udp"),
             artifact=caps.get("artifact"),
             mutants={
                 k: CongestionControl(k, v["family"], v.get("beta"))

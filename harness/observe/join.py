@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from harness.groundtruth import GroundTruth, PacketRecord, read_log
+from harness.observe.groundtruth import GroundTruth, PacketRecord, read_log
 from harness.observe import events as ev
 from harness.observe.wire import WireView, no_cyclic_gc, read_wire
 

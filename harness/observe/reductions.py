@@ -1,7 +1,7 @@
 """Window reductions, and the cause of each one found in the emulator's ground truth.
 
 `reductions(trace)` finds every fall of the congestion window by more than
-REDUCTION_FRACTION (properties/analysis.py re-exports it); `recovery_periods(trace)`
+REDUCTION_FRACTION (harness/verdict/analysis.py re-exports it); `recovery_periods(trace)`
 the recovery period each one opened. `reductions_with_cause` asks the ground truth
 why the window fell, one `ReductionCause` per reduction:
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from harness.groundtruth import GroundTruth, PacketRecord
+from harness.observe.groundtruth import GroundTruth, PacketRecord
 from harness.observe.events import Metrics, PacketAcked, PacketLost, PacketSent, Trace
 from harness.observe.join import Join, reorder_distances
 

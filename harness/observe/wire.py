@@ -25,7 +25,6 @@ from aioquic.quic.crypto import CryptoContext, CryptoError, CryptoPair, next_key
 from aioquic.quic.packet import QuicPacketType
 from aioquic.tls import CipherSuite
 
-from harness import netns
 from harness.observe import quic_frames as qf
 from harness.observe.quic_frames import iter_pcap, read_keylog
 
@@ -135,12 +134,15 @@ def no_cyclic_gc(fn):
 def read_wire(pcap: str | Path, keylogs: list[str | Path] | dict, start_unix_ns: int | None = None,
               side: str | None = None, client_addrs=None, server_addrs=None) -> WireView:
     """Decrypt one side's capture. `side` defaults to the file's stem; `start_unix_ns`
-    (the ground-truth header's) to the first packet's time; addresses to the testbed's."""
+    (the ground-truth header's) to the first packet's time. The server's address is
+    the run's (its record names the transfer's flow); without one, it is the
+    destination of the capture's first QUIC Initial, which only a client sends first."""
     keys, side = keylogs if isinstance(keylogs, dict) else read_keylog(*keylogs), side or Path(pcap).stem
     if side not in ("client", "server"):
         raise WireError(f"{pcap}: cannot tell the side from the name; pass side='client' or 'server'")
-    dec = _Decoder(keys, client_addrs or {netns.CLIENT_ADDR.split("/")[0]},
-                   server_addrs or {netns.SERVER_ADDR.split("/")[0]})
+    if not server_addrs and not client_addrs:
+        server_addrs = first_initial_destination(pcap)
+    dec = _Decoder(keys, set(client_addrs or ()), set(server_addrs or ()))
     view = WireView(str(pcap), side, start_unix_ns or 0, [], [], [], [])
     try:
         for t_ns, data in iter_pcap(pcap):
@@ -154,6 +156,28 @@ def read_wire(pcap: str | Path, keylogs: list[str | Path] | dict, start_unix_ns:
         ck.summarise(view)
     view.notes.extend(f"{n} {what}" for what, n in dec.problems.items())
     return view
+
+
+def first_initial_destination(pcap: str | Path) -> set[str]:
+    """{the destination address of the first QUIC v1/v2 Initial in `pcap`}, or an
+    empty set when the capture holds none (every packet is then skipped, and said so)."""
+    try:
+        for _, data in iter_pcap(pcap):
+            ip = qf.ip_header(data)
+            if ip is None or ip[2] != 17 or len(data) < ip[3] + 8 + 5:
+                continue
+            first = data[ip[3] + 8]
+            version = int.from_bytes(data[ip[3] + 9:ip[3] + 13], "big")
+            initial_type = 1 if version == QUIC_V2 else 0
+            if first & 0x80 and version in (1, QUIC_V2) and (first >> 4) & 0x3 == initial_type:
+                return {ip[1]}
+    except Exception:  # a broken file: read_wire reports it when it reads the packets
+        pass
+    return set()
+
+
+#: QUIC version 2 (RFC 9369), whose Initial has long-header type 1.
+QUIC_V2 = 0x6B3343CF
 
 
 class _Decoder:

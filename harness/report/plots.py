@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402 (the backend must be chosen first)
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from harness.groundtruth import GroundTruth, read_log  # noqa: E402
+from harness.observe.groundtruth import GroundTruth, read_log  # noqa: E402
 from harness.observe.events import CongestionState, Metrics, PacketLost, SpuriousLoss, Trace  # noqa: E402
 from harness.report import STATE_COLOURS  # noqa: E402
 
@@ -41,7 +41,7 @@ def plot_cwnd(trace: Trace, ground_truth: GroundTruth | str | Path | None = None
               title: str | None = None) -> Path:
     """Draw ``trace`` into ``out_png`` and return its path.
 
-    ``ground_truth`` is a parsed log (harness.groundtruth.read_log) or its path; its
+    ``ground_truth`` is a parsed log (harness.observe.groundtruth.read_log) or its path; its
     records in the trace's sending direction (server → s2c) give real drops and
     reorders, its header's schedule the phases unless ``phases`` is given (start times
     in µs, or objects/dicts with ``start_us``). ``inferred`` are inferred states (default:

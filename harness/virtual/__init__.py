@@ -19,7 +19,7 @@ import json
 import time
 from pathlib import Path
 
-from harness.schedule import Schedule
+from harness.schedule import Flow, Schedule
 
 #: Stacks that can run in virtual time, and why the others cannot.
 SUPPORTED = ("aioquic", "quinn", "quiche")
@@ -90,7 +90,7 @@ def transfer(schedule: Schedule, out_dir: str | Path, stack, plan, opts):
 def transfer_with_stats(schedule: Schedule, out_dir: str | Path, stack, plan, opts):
     """As `transfer`, also returning the loop's statistics (virtual_s, steps,
     wall_clock_s, per-host datagram counts, the link summary)."""
-    from harness.topology import TransferResult, write_objects
+    from harness.testbed.topology import TransferResult, write_objects
 
     why = supports(stack.name)
     if why:
@@ -187,7 +187,7 @@ def _run(schedule: Schedule, out: Path, plan, opts, names: list[str]) -> dict:
 
 
 def _result(stack_name: str, opts, out: Path, digests: dict[str, str], stats: dict):
-    from harness.topology import TransferResult, _app_duration_s, _sha256
+    from harness.testbed.topology import TransferResult, _app_duration_s, _sha256
 
     downloads = out / "client" / "downloads"
     got = {n: _sha256(downloads / n) for n in digests}
@@ -206,7 +206,7 @@ def _result(stack_name: str, opts, out: Path, digests: dict[str, str], stats: di
     return TransferResult(stack=stack_name, cc=opts.cc, ok=not reason, reason=reason, unsupported=False,
                           bytes=size, duration_s=duration, goodput_bps=size * 8 / duration if duration > 0 else 0.0,
                           out_dir=str(out), client_rc=0 if not reason else 1, server_rc=0,
-                          wall_s=stats.get("virtual_s"))
+                          wall_s=stats.get("virtual_s"), transfer=Flow("udp", "server", *SERVER))
 
 
 def _write_result(out: Path, result, stats: dict) -> None:

@@ -7,7 +7,7 @@ generation, EC key generation for the P-256/P-384 key shares, and the server's
 CertificateVerify signature. The first three are replaced, only inside aioquic's
 own modules, by draws from one seeded stream. The signature is made deterministic
 with RFC 6979 ECDSA rather than an Ed25519 certificate: the certificate stays the
-ECDSA P-256 kind the real-time testbed uses (harness/certs.py), so the server's
+ECDSA P-256 kind the real-time testbed uses (harness/testbed/certs.py), so the server's
 first flight has the same size and packetisation as in real time (an Ed25519
 certificate is ~150 bytes smaller, which let the whole flight fit one datagram and
 changed the handshake's packet layout). Wall-clock reads (qlog event times, TLS
@@ -116,7 +116,7 @@ def deterministic_aioquic(seed: int, now_ns: Callable[[], int]) -> Iterator[Seed
 
 
 def write_cert(directory: Path, name: str, seed: int) -> tuple[Path, Path]:
-    """A self-signed ECDSA P-256 certificate (as harness/certs.py) whose bytes depend
+    """A self-signed ECDSA P-256 certificate (as harness/testbed/certs.py) whose bytes depend
     only on `seed`: derived key, fixed serial and validity around EPOCH_UNIX_NS,
     RFC 6979 signature. Returns (cert, key) paths."""
     from cryptography import x509

@@ -3,15 +3,15 @@
 Used by the cleanup test: it creates a pair and starts ``longlook-link``,
 prints ``{"client": .., "server": .., "link_pid": ..}`` and sleeps. Killing
 this process with SIGKILL skips every ``finally``, exactly like a crashed run,
-so what it made is left for ``harness.netns.sweep_stale``.
+so what it made is left for ``harness.testbed.netns.sweep_stale``.
 """
 
 import json
 import sys
 import time
 
-from harness.link import Link
-from harness.netns import namespace_pair
+from harness.testbed.link import Link
+from harness.testbed.netns import namespace_pair
 from harness.schedule import LinkSettings, Schedule
 
 

@@ -28,7 +28,7 @@ import settings as settings_mod
 from settings import Settings, Unsupported
 
 ALPN = "hq-interop"
-#: SNI the client sends: harness/certs.py's certificate name (an IP literal is no valid SNI).
+#: SNI the client sends: harness/testbed/certs.py's certificate name (an IP literal is no valid SNI).
 SERVER_NAME = "server.longlook.test"
 #: Bytes handed to aiopquic per call; must stay below its 4 MiB per-stream ring.
 CHUNK = 1 << 20

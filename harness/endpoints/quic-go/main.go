@@ -19,7 +19,7 @@ const (
 	stackName  = "quic-go"
 	modulePath = "github.com/quic-go/quic-go"
 	alpn       = "hq-interop"
-	// The name harness/certs.py puts in the test certificate.
+	// The name harness/testbed/certs.py puts in the test certificate.
 	serverName = "server.longlook.test"
 
 	defaultDatagramSize = 1252

@@ -161,7 +161,7 @@ impl ActiveKeyExchange for X25519Share {
     }
 }
 
-/// Loads the server's ECDSA P-256 key (the kind harness/certs.py and the virtual
+/// Loads the server's ECDSA P-256 key (the kind harness/testbed/certs.py and the virtual
 /// backend's certificate use) and signs with a nonce that depends only on the key
 /// and the message: ring derives it from key, "random" bytes and message digest,
 /// and the random bytes here are fixed.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from harness.schedule import Flow
 from harness.observe.events import CongestionState, Metrics, PacketAcked, PacketLost, PacketSent, PtoExpired, Trace
 # The detection lives beside the cause attribution (harness/observe/reductions.py);
 # re-exported so properties keep one import.
@@ -154,19 +155,20 @@ def smoothed_rtt_us(trace: Trace) -> list[tuple[float, float]]:
     return [(m.t_us, m.smoothed_rtt_us) for m in trace.of(Metrics) if m.smoothed_rtt_us]
 
 
-def transfer_records(records, direction: str = "s2c"):
-    """The ground-truth records of the transfer under test in `direction`: the flow
-    with the server's port (QUIC, or the kernel TCP endpoint), not competitors."""
-    from harness.topology import SERVER_PORT
+def transfer_records(records, flow: Flow, direction: str = "s2c"):
+    """The ground-truth records of `flow` (the run's record says which flow is the
+    transfer) in `direction`: its protocol, and its listening end's port."""
+    # The listener's port is the source of what it sends and the destination of
+    # what it receives; s2c leaves the server's host, c2s the client's.
+    sends = (flow.listener == "server") == (direction == "s2c")
+    side = "sport" if sends else "dport"
+    return [r for r in records if r.dir == direction and r.proto == flow.proto and getattr(r, side) == flow.port]
 
-    side = "sport" if direction == "s2c" else "dport"
-    return [r for r in records if r.dir == direction and getattr(r, side) == SERVER_PORT]
 
-
-def transfer_share(records, direction: str = "s2c", skip_us: float = 1_000_000) -> tuple[float, float, float]:
+def transfer_share(records, flow: Flow, direction: str = "s2c", skip_us: float = 1_000_000) -> tuple[float, float, float]:
     """(the transfer's share of the bytes leaving the bottleneck, window start, window
     end) while the transfer was active, after its first `skip_us` (slow start)."""
-    ours_records = [r for r in transfer_records(records, direction) if r.dep_us is not None]
+    ours_records = [r for r in transfer_records(records, flow, direction) if r.dep_us is not None]
     if not ours_records:
         return 0.0, 0.0, 0.0
     t0, t1 = min(r.dep_us for r in ours_records) + skip_us, max(r.dep_us for r in ours_records)

@@ -1,5 +1,6 @@
-"""One property example end to end: run a transfer under a schedule, observe it, keep
-the artifacts of failures, and make every failure replayable.
+"""One property example end to end: run it (harness.run), observe what it left
+(harness.observe), let the property judge it, keep the artifacts of failures and make
+every failure replayable.
 
     with runner.run(target, schedule, plan) as obs:
         assert ..., message built from obs
@@ -15,8 +16,9 @@ kept, not only the one that happened to raise:
         assert ..., message built from ratios
 
 An example's directory holds example.json (everything needed to run it again),
-the testbed's artifacts (schedule, ground truth, pcap, qlog, key logs) and, when it
-failed, verdict.txt. Passing examples' directories are removed unless asked to keep.
+the run's artifacts (schedule, ground truth, pcap, qlog, key logs, result.json) and,
+when it failed, verdict.txt. Passing examples' directories are removed unless asked
+to keep.
 """
 
 from __future__ import annotations
@@ -35,66 +37,17 @@ from typing import Iterator
 import pytest
 from hypothesis.errors import UnsatisfiedAssumption
 
-from harness.endpoints import CongestionControl, Stack
-from harness.groundtruth import GroundTruth, read_log
-from harness.schedule import Schedule
-from harness.topology import EndpointOptions, Testbed, TransferPlan, TransferResult
+from harness.observe.groundtruth import GroundTruth, read_log
+from harness.run import Example, Inconclusive, Target, provenance, run_example
+from harness.schedule import Flow, Schedule, TransferPlan
+from harness.testbed.topology import TransferResult
+from harness.verdict.analysis import transfer_records, transfer_share
+from harness.virtual import RealTimeOnly
 
 
-@dataclass(frozen=True)
-class Target:
-    """A stack and one of its congestion controllers: what a property runs against."""
-
-    stack: Stack
-    cc: CongestionControl
-
-    @property
-    def id(self) -> str:
-        return f"{self.stack.name}-{self.cc.name}".replace(":", "_")
-
-    @classmethod
-    def parse(cls, stack: str, cc: str | None) -> Target:
-        """The target as the backend in force runs it (a replay sets the one that produced it)."""
-        from harness.docker_backend import load_for_run
-
-        s = load_for_run(stack)
-        return cls(s, s.resolve_cc(cc))
-
-
-@dataclass(frozen=True)
-class Example:
-    """Everything that determines one run: replaying it needs nothing else."""
-
-    nodeid: str
-    stack: str
-    cc: str
-    schedule: Schedule
-    plan: TransferPlan
-    timeout_s: float = 60.0
-
-    def to_json(self) -> dict:
-        return {
-            "nodeid": self.nodeid, "stack": self.stack, "cc": self.cc,
-            "schedule": self.schedule.to_json(),
-            "plan": {"sizes": list(self.plan.sizes), "testcase": self.plan.testcase,
-                     "think_ms": self.plan.think_ms, "seed": self.plan.seed,
-                     "tcp_flows": self.plan.tcp_flows, "tcp_cc": self.plan.tcp_cc,
-                     "quic_flows": self.plan.quic_flows},
-            "timeout_s": self.timeout_s,
-        }
-
-    @classmethod
-    def from_json(cls, d: dict) -> Example:
-        p = d["plan"]
-        plan = TransferPlan(sizes=tuple(p["sizes"]), testcase=p["testcase"], think_ms=p["think_ms"], seed=p["seed"],
-                            tcp_flows=p.get("tcp_flows", 0), tcp_cc=p.get("tcp_cc", "cubic"),
-                            quic_flows=p.get("quic_flows", 1))
-        return cls(d["nodeid"], d["stack"], d["cc"], Schedule.from_json(d["schedule"]), plan, d["timeout_s"])
-
-
-class Inconclusive(Exception):
-    """The run cannot decide the property (e.g. an endpoint saturated a CPU core);
-    the plugin turns it into a skip with the reason, never a CC failure."""
+class HarnessError(RuntimeError):
+    """The harness, not the stack, went wrong (e.g. the run's transfer flow is not in
+    its ground truth): an error of the suite, never a verdict on the stack."""
 
 
 @dataclass
@@ -109,6 +62,29 @@ class Observation:
     @cached_property
     def ground_truth(self) -> GroundTruth:
         return read_log(self.out_dir / "link.ndjson")
+
+    @property
+    def transfer_flow(self) -> Flow:
+        """The flow under test, as the run recorded it (never a testbed constant)."""
+        if self.result.transfer is None:
+            raise HarnessError(f"{self.target.id}: the run in {self.out_dir} recorded no transfer flow")
+        return self.result.transfer
+
+    def transfer_records(self, direction: str = "s2c"):
+        """The ground truth's records of the transfer in `direction`. Finding none is
+        an error of the harness (a wrong flow, or an empty log), never a verdict."""
+        records = transfer_records(self.ground_truth.records, self.transfer_flow, direction)
+        if not records:
+            flow = self.transfer_flow
+            raise HarnessError(
+                f"{self.target.id}: the transfer's flow was not found in {self.out_dir / 'link.ndjson'}: "
+                f"expected {flow.proto} {flow.addr}:{flow.port} ({direction})")
+        return records
+
+    def transfer_share(self, direction: str = "s2c") -> tuple[float, float, float]:
+        """analysis.transfer_share of the run's transfer flow, which must be in the ground truth."""
+        self.transfer_records(direction)
+        return transfer_share(self.ground_truth.records, self.transfer_flow, direction)
 
     @cached_property
     def sender(self):
@@ -133,7 +109,8 @@ class Observation:
         pcap, keys = self.out_dir / "pcap" / "server.pcap", self.out_dir / "server" / "keys.log"
         if not pcap.exists() or not keys.exists():
             raise Inconclusive(f"{self.target.id}: no server capture or key log in {self.out_dir}")
-        view = read_wire(pcap, [keys], self.ground_truth.header["start_unix_ns"])
+        view = read_wire(pcap, [keys], self.ground_truth.header["start_unix_ns"],
+                         server_addrs={self.transfer_flow.addr})
         if not view.connections:
             raise Inconclusive(f"{self.target.id}: no QUIC connection in {pcap}")
         try:
@@ -213,12 +190,13 @@ class Runner:
         nodeid = _nodeid()
         example = Example(nodeid, target.stack.name, target.cc.name, schedule, plan, timeout_s)
         out = self._next_dir(nodeid)
-        from harness.docker_backend import provenance
-
         record = example.to_json() | {"run": provenance(target.stack)}
         (out / "example.json").write_text(json.dumps(record, indent=2) + "\n")
         try:
-            obs = run_example(example, target, out)
+            obs = Observation(example, target, run_example(example, target, out), out)
+        except RealTimeOnly as e:
+            _discard(out)
+            pytest.skip(f"real time only: {e}")
         except Inconclusive as e:
             # Hypothesis lets pytest's skip through: the whole test is skipped.
             _discard(out)
@@ -255,39 +233,3 @@ def _discard(example_dir: Path) -> None:
 
 def _nodeid() -> str:
     return os.environ.get("PYTEST_CURRENT_TEST", "manual").rsplit(" (", 1)[0]
-
-
-def run_example(example: Example, target: Target, out: Path) -> Observation:
-    """Runs the transfer of `example` into `out`; a transfer that is unsupported is
-    Inconclusive, one that fails is returned for the property to judge."""
-    opts = EndpointOptions(cc=None if target.cc.name == target.stack.default_cc else target.cc.name,
-                           timeout_s=example.timeout_s)
-    if os.environ.get("LONGLOOK_MODE") == "virtual":
-        return _run_virtual(example, target, out, opts)
-    # The backend in force ($LONGLOOK_BACKEND: local namespaces or Docker containers).
-    from harness.docker_backend import open_testbed
-
-    with open_testbed(example.schedule, out, target.stack) as bed:
-        result = bed.transfer(target.stack, example.plan, opts)
-    if result.unsupported:
-        raise Inconclusive(f"{target.id}: {result.reason}")
-    return Observation(example, target, result, out)
-
-
-def _run_virtual(example: Example, target: Target, out: Path, opts: EndpointOptions) -> Observation:
-    """run_example in virtual time (docs/virtual-time.md); a stack or plan that
-    needs real time is a skip saying so, never a silent fallback."""
-    from harness import virtual
-
-    try:
-        result = virtual.transfer(example.schedule, out, target.stack, example.plan, opts)
-    except virtual.RealTimeOnly as e:
-        _discard(out)
-        pytest.skip(f"real time only: {e}")
-    if result.unsupported:
-        raise Inconclusive(f"{target.id}: {result.reason}")
-    return Observation(example, target, result, out)
-
-
-def replay_command(example_dir: Path) -> str:
-    return f"longlook replay {example_dir}"

@@ -8,10 +8,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from harness.endpoints import Stack
 
-
-def write_observation(run_dir: Path, stack: Stack, cc_family_beta: float | None) -> list[str]:
+def write_observation(run_dir: Path, stack_name: str, writes_qlog: bool, cc_family_beta: float | None) -> list[str]:
     """Writes traces/*.ndjson, report/* and qlog-conformance.json into `run_dir`.
     Returns notes for the user (what could not be produced and why); never raises
     for a stack's odd output, since the transfer itself already succeeded."""
@@ -19,9 +17,9 @@ def write_observation(run_dir: Path, stack: Stack, cc_family_beta: float | None)
     from harness.observe.qlog import read_run
 
     notes: list[str] = embed_secrets(run_dir)
-    if not stack.honours.get("qlog"):
-        return notes + [f"{stack.name} writes no qlog: no traces or plots"]
-    runs = read_run(run_dir, stack.name)
+    if not writes_qlog:
+        return notes + [f"{stack_name} writes no qlog: no traces or plots"]
+    runs = read_run(run_dir, stack_name)
     traces_dir = run_dir / "traces"
     traces_dir.mkdir(exist_ok=True)
     for vantage, traces in runs.items():
@@ -32,7 +30,7 @@ def write_observation(run_dir: Path, stack: Stack, cc_family_beta: float | None)
                     f.write(json.dumps(e.to_json()) + "\n")
             if trace.partial:
                 notes.append(f"{path.name}: partial ({'; '.join(trace.notes[-1:])})")
-    findings = check_run(run_dir, stack.name)
+    findings = check_run(run_dir, stack_name)
     (run_dir / "qlog-conformance.json").write_text(json.dumps([dataclasses.asdict(f) for f in findings], indent=2, default=str) + "\n")
     senders = runs.get("server", [])
     if senders:

@@ -21,7 +21,9 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from harness.schedule import (
+from harness import rfc
+
+from harness.schedule.types import (
     Action,
     FlowSelector,
     GilbertElliottLoss,
@@ -32,7 +34,7 @@ from harness.schedule import (
 )
 
 #: kPacketThreshold (RFC 9002 §6.1.1): reordering by fewer packets is not loss.
-K_PACKET_THRESHOLD = 3
+K_PACKET_THRESHOLD = rfc.K_PACKET_THRESHOLD
 QUIC = FlowSelector("udp")
 MTU = 1500
 #: Set by the pytest plugin's --longlook-replay: every strategy then yields the saved

@@ -4,12 +4,11 @@ fails on behaviour, not on scheduler noise."""
 
 from __future__ import annotations
 
-from harness.endpoints import FAMILY_BETA
+from harness.rfc import FAMILY_BETA
 from harness.schedule import Schedule
 
-#: kLossReductionFactor per family: RFC 9002 §7.3.2 (NewReno), RFC 9438 §4.6 (CUBIC).
-#: A controller is judged by its family's β, never by the one its factory claims:
-#: a mutant that claims β 0.9 must still fail.
+#: kLossReductionFactor per family (harness.rfc): a controller is judged by its
+#: family's β, never by the one its factory claims.
 BETA = FAMILY_BETA
 
 

@@ -4,8 +4,8 @@ sweep of what a killed earlier run left behind.
 
 Containers start with ``--network none``; the harness then names the container's
 network namespace ``ll-<owner pid>-<4 hex>`` (``ip netns attach``), so the emulator,
-pyroute2 and harness.netns treat it like any namespace of ours, and
-:func:`harness.netns.sweep_stale` already covers it. Every container carries the
+pyroute2 and harness.testbed.netns treat it like any namespace of ours, and
+:func:`harness.testbed.netns.sweep_stale` already covers it. Every container carries the
 label ``longlook.owner=<pid>``: :func:`sweep_stale` removes those whose owner is gone.
 """
 
@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import netns
+from harness.testbed import netns
 
 OWNER_LABEL = "longlook.owner"
 #: The interop runner's simulator answers here once the network is up; images wait for it.

@@ -26,18 +26,19 @@ import os
 import time
 from pathlib import Path
 
-from harness import commands, containers, endpoints, netns
-from harness.certs import write_certs
-from harness.containers import Container, DockerError
+from harness.testbed import commands, containers, netns
+from harness import endpoints
+from harness.testbed.certs import write_certs
+from harness.testbed.containers import Container, DockerError
 from harness.endpoints import CongestionControl, Stack, StackError
-from harness.link import Link, LinkOptions
+from harness.testbed.link import Link, LinkOptions
 from harness.schedule import Schedule
-from harness.topology import (
+from harness.testbed.topology import (
     EndpointOptions, Testbed, TestbedError, TransferPlan, TransferResult, _contract_env, require_root,
     write_objects,
 )
 
-STACKS_FILE = Path(__file__).resolve().parent.parent / "docker" / "stacks.json"
+STACKS_FILE = Path(__file__).resolve().parents[2] / "docker" / "stacks.json"
 BACKEND_ENV, IMAGE_ENV = "LONGLOOK_BACKEND", "LONGLOOK_IMAGE"
 BACKENDS = ("local", "docker")
 #: The interop runner's world (its docker-compose.yml), recreated inside the containers.
@@ -72,7 +73,7 @@ def load_stack(name: str) -> Stack:
     """The stack `name` of docker/stacks.json. One of ours is the very Stack of
     harness/endpoints (same CC list, dialect and target ids, so recorded findings
     apply); another is described by its entry. An entry with "command" runs that
-    program in the namespaces instead of an image (harness/commands.py)."""
+    program in the namespaces instead of an image (harness/testbed/commands.py)."""
     entries = _stacks_file()
     if name not in entries:
         raise StackError(f"{name!r} is not in {STACKS_FILE}; known: {', '.join(sorted(entries))}")
@@ -161,7 +162,7 @@ class DockerTestbed(Testbed):
         #: SERVER_PARAMS / CLIENT_PARAMS of the interop runner, passed through.
         self.params = params or {}
         self.containers: dict[str, Container] = {}
-        self.client_ip = CLIENT_IP
+        self.client_ip, self.server_ip = CLIENT_IP, SERVER_IP
         self.timings: dict[str, float] = {}
 
     def __enter__(self) -> DockerTestbed:
@@ -185,6 +186,7 @@ class DockerTestbed(Testbed):
         for role in ("client", "server"):
             (self.out / role / "qlog").mkdir(parents=True, exist_ok=True)
         (self.out / "client" / "downloads").mkdir(exist_ok=True)
+        self._flows = self.flows(stack, plan, SERVER_PORT)
         t0 = time.monotonic()
         try:
             self._start_containers(plan, opts, list(digests))

@@ -1,10 +1,10 @@
 """Python side of the link emulator ``longlook-link`` (docs/emulator.md).
 
 ``Link`` starts the emulator between two namespaces made by
-:func:`harness.netns.namespace_pair`, waits for its ready line, assigns the
+:func:`harness.testbed.netns.namespace_pair`, waits for its ready line, assigns the
 addresses and routes, and always stops the process on exit. ``check_schedule``
 runs the emulator's strict schedule validator; ``read_log`` (re-exported from
-:mod:`harness.groundtruth`) parses its ground-truth log.
+:mod:`harness.observe.groundtruth`) parses its ground-truth log.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import netns
-from harness.groundtruth import GroundTruth, PacketRecord, read_log
+from harness.testbed import netns
+from harness.observe.groundtruth import GroundTruth, PacketRecord, read_log
 from harness.schedule import Schedule
 
 __all__ = [
@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 _SUN_PATH_MAX = 100  # sockaddr_un.sun_path holds 108 bytes; keep a margin
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_BINARY = REPO_ROOT / "harness" / "emulator" / "target" / "release" / "longlook-link"
 
 

@@ -6,7 +6,7 @@ between them, endpoints started inside, and a cleanup that always runs.
 
 Everything a run produces lands under `out_dir` (layout in docs/testbed.md). Cleanup
 covers success, exceptions and Ctrl-C; a SIGKILLed earlier run is swept on entry
-(namespaces carry their owner's pid, see harness.netns).
+(namespaces carry their owner's pid, see harness.testbed.netns).
 """
 
 from __future__ import annotations
@@ -21,17 +21,17 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Iterator
 
-from harness import netns
-from harness.certs import write_certs
+from harness.testbed import netns
+from harness.testbed.certs import write_certs
 from harness.endpoints import Stack
-from harness.link import REPO_ROOT, Link, LinkOptions
-from harness.schedule import Schedule
+from harness.testbed.link import REPO_ROOT, Link, LinkOptions
+from harness.schedule import Flow, Schedule, TransferPlan
 
-#: The interop runner's server port, for endpoints given as commands (harness/commands.py).
+#: The interop runner's server port, for endpoints given as commands (harness/testbed/commands.py).
 QIR_PORT = 443
 
 #: Where the server listens, inside its namespace (docs/endpoints.md).
@@ -55,25 +55,6 @@ class TestbedError(RuntimeError):
     """The testbed could not be set up; the message names the problem and the fix."""
 
     __test__ = False  # not a pytest test class
-
-
-@dataclass(frozen=True)
-class TransferPlan:
-    """What the client fetches: one object per size, fetched per `testcase`."""
-
-    sizes: tuple[int, ...] = (1_000_000,)
-    #: transfer (sequential), multiplexing (parallel), appidle (sequential + think time)
-    testcase: str = "multiplexing"
-    think_ms: int = 0
-    #: Seed of the objects' contents (deterministic bytes, so reruns are identical).
-    seed: int = 0
-    #: Competing kernel TCP flows in the same (server → client) direction, started
-    #: TCP_WARMUP_S before the QUIC client and stopped when it is done.
-    tcp_flows: int = 0
-    tcp_cc: str = "cubic"
-    #: QUIC clients fetching the same objects at once (each its own connection):
-    #: 1 is the transfer alone; more make QUIC flows of one stack compete.
-    quic_flows: int = 1
 
 
 @dataclass(frozen=True)
@@ -111,9 +92,23 @@ class TransferResult:
     wall_s: float | None = None
     #: Time the server's threads spent runnable but waiting for a CPU, s (other load).
     server_run_delay_s: float | None = None
+    #: The flow under test, and the flows competing with it, as the ground truth
+    #: will show them: every verdict selects the transfer's packets by these.
+    transfer: Flow | None = None
+    competitors: list[Flow] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> TransferResult:
+        """The result as result.json holds it (extra keys, e.g. a virtual run's statistics, ignored)."""
+        names = {f.name for f in fields(cls)}
+        values = {k: v for k, v in d.items() if k in names}
+        if values.get("transfer"):
+            values["transfer"] = Flow.from_json(values["transfer"])
+        values["competitors"] = [Flow.from_json(c) for c in values.get("competitors") or []]
+        return cls(**values)
 
     def saturated(self, threshold: float = SATURATED_CPU) -> str | None:
         """Which endpoint used at least `threshold` of a core over the transfer (its
@@ -174,8 +169,11 @@ class Testbed:
         self._stack = contextlib.ExitStack()
         self._procs: list[subprocess.Popen] = []
         self._competitors: list[subprocess.Popen] = []
-        #: The client's address on the link (the Docker backend uses the interop runner's).
+        #: The hosts' addresses on the link (the Docker backend uses the interop runner's).
         self.client_ip = CLIENT_IP
+        self.server_ip = SERVER_IP
+        #: The flows of the transfer in progress (set by transfer(), read by _result()).
+        self._flows: tuple[Flow | None, list[Flow]] = (None, [])
 
     def __enter__(self) -> Testbed:
         require_root()
@@ -304,6 +302,7 @@ class Testbed:
         }
         # A command may be an interop-runner endpoint, which serves on 443 whatever it is told.
         port = QIR_PORT if stack.command else SERVER_PORT
+        self._flows = self.flows(stack, plan, port)
         env["server"].update(LL_ADDR=SERVER_IP, LL_PORT=str(port), LL_WWW=str(self.out / "www"), LL_CERTS=str(certs))
         downloads = roles["client"] / "downloads"
         downloads.mkdir(exist_ok=True)
@@ -350,6 +349,12 @@ class Testbed:
         (self.out / "result.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
         return result
 
+    def flows(self, stack: Stack, plan: TransferPlan, port: int) -> tuple[Flow, list[Flow]]:
+        """The transfer's flow (the server's address and `port`) and the competitors'."""
+        transfer = Flow(stack.transport, "server", self.server_ip, port)
+        competitors = [Flow("tcp", "client", self.client_ip, TCP_COMPETITOR_PORT)] if plan.tcp_flows else []
+        return transfer, competitors
+
     def _result(self, stack, opts, server, client, digests, elapsed, failure, cpu=(None, None)) -> TransferResult:
         downloads = self.out / "client" / "downloads"
         got = {n: _sha256(downloads / n) for n in digests}
@@ -372,6 +377,7 @@ class Testbed:
             bytes=size, duration_s=duration, goodput_bps=(size * 8 / duration) if duration > 0 else 0.0,
             out_dir=str(self.out), client_rc=rc["client"], server_rc=rc["server"],
             client_cpu_s=cpu[0], server_cpu_s=cpu[1], wall_s=elapsed,
+            transfer=self._flows[0], competitors=list(self._flows[1]),
         )
         (self.out / "result.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
         return result
@@ -415,7 +421,7 @@ def _who(stack: Stack, role: str) -> str:
     """`role`, naming the command where the stack runs one (an implementer must see which of theirs failed)."""
     if not stack.command:
         return role
-    from harness.commands import describe
+    from harness.testbed.commands import describe
 
     return f"{role} command `{describe(stack)}`"
 

@@ -1,0 +1,105 @@
+"""One example's run: which stack and controller (``Target``), everything that
+determines the run (``Example``, saved as example.json so it can be replayed), and
+the run itself, in real time on the testbed in force (namespaces, Docker, a user's
+command) or in virtual time. The run writes its artifacts and its result (which
+flows are the transfer and which compete) into the example's directory; observing
+and judging them is for the rooms above (harness.observe, harness.verdict).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.endpoints import CongestionControl, Stack
+from harness.schedule import Schedule, TransferPlan
+from harness.testbed.topology import EndpointOptions, TransferResult
+
+
+@dataclass(frozen=True)
+class Target:
+    """A stack and one of its congestion controllers: what a property runs against."""
+
+    stack: Stack
+    cc: CongestionControl
+
+    @property
+    def id(self) -> str:
+        return f"{self.stack.name}-{self.cc.name}".replace(":", "_")
+
+    @classmethod
+    def parse(cls, stack: str, cc: str | None) -> Target:
+        """The target as the backend in force runs it (a replay sets the one that produced it)."""
+        from harness.testbed.docker_backend import load_for_run
+
+        s = load_for_run(stack)
+        return cls(s, s.resolve_cc(cc))
+
+
+@dataclass(frozen=True)
+class Example:
+    """Everything that determines one run: replaying it needs nothing else."""
+
+    nodeid: str
+    stack: str
+    cc: str
+    schedule: Schedule
+    plan: TransferPlan
+    timeout_s: float = 60.0
+
+    def to_json(self) -> dict:
+        return {
+            "nodeid": self.nodeid, "stack": self.stack, "cc": self.cc,
+            "schedule": self.schedule.to_json(),
+            "plan": {"sizes": list(self.plan.sizes), "testcase": self.plan.testcase,
+                     "think_ms": self.plan.think_ms, "seed": self.plan.seed,
+                     "tcp_flows": self.plan.tcp_flows, "tcp_cc": self.plan.tcp_cc,
+                     "quic_flows": self.plan.quic_flows},
+            "timeout_s": self.timeout_s,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> Example:
+        p = d["plan"]
+        plan = TransferPlan(sizes=tuple(p["sizes"]), testcase=p["testcase"], think_ms=p["think_ms"], seed=p["seed"],
+                            tcp_flows=p.get("tcp_flows", 0), tcp_cc=p.get("tcp_cc", "cubic"),
+                            quic_flows=p.get("quic_flows", 1))
+        return cls(d["nodeid"], d["stack"], d["cc"], Schedule.from_json(d["schedule"]), plan, d["timeout_s"])
+
+
+class Inconclusive(Exception):
+    """The run cannot decide the property (e.g. an endpoint saturated a CPU core, or
+    the stack reported the case unsupported); never a verdict on the stack."""
+
+
+def run_example(example: Example, target: Target, out: Path) -> TransferResult:
+    """Runs the transfer of `example` into `out`; a transfer that is unsupported is
+    Inconclusive, one that fails is returned for the property to judge. In virtual
+    mode, a stack or plan that needs real time raises harness.virtual.RealTimeOnly."""
+    opts = EndpointOptions(cc=None if target.cc.name == target.stack.default_cc else target.cc.name,
+                           timeout_s=example.timeout_s)
+    if os.environ.get("LONGLOOK_MODE") == "virtual":
+        from harness import virtual
+
+        result = virtual.transfer(example.schedule, out, target.stack, example.plan, opts)
+    else:
+        # The backend in force ($LONGLOOK_BACKEND: local namespaces or Docker containers).
+        from harness.testbed.docker_backend import open_testbed
+
+        with open_testbed(example.schedule, out, target.stack) as bed:
+            result = bed.transfer(target.stack, example.plan, opts)
+    if result.unsupported:
+        raise Inconclusive(f"{target.id}: {result.reason}")
+    return result
+
+
+def provenance(stack: Stack) -> dict:
+    """How the run was made (backend, image or command), for example.json."""
+    from harness.testbed.docker_backend import provenance as backend_provenance
+
+    return backend_provenance(stack)
+
+
+def replay_command(example_dir: Path) -> str:
+    return f"longlook replay {example_dir}"

@@ -1,0 +1,48 @@
+"""What the application does over the link: the objects the client fetches, how, and
+which flows compete with it. Half of what an example is, beside the schedule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TransferPlan:
+    """What the client fetches: one object per size, fetched per `testcase`."""
+
+    sizes: tuple[int, ...] = (1_000_000,)
+    #: transfer (sequential), multiplexing (parallel), appidle (sequential + think time)
+    testcase: str = "multiplexing"
+    think_ms: int = 0
+    #: Seed of the objects' contents (deterministic bytes, so reruns are identical).
+    seed: int = 0
+    #: Competing kernel TCP flows in the same (server → client) direction, started
+    #: a warm-up (the testbed's TCP_WARMUP_S) before the QUIC client and stopped when it is done.
+    tcp_flows: int = 0
+    tcp_cc: str = "cubic"
+    #: QUIC clients fetching the same objects at once (each its own connection):
+    #: 1 is the transfer alone; more make QUIC flows of one stack compete.
+    quic_flows: int = 1
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One flow of a run, named by its listening end as the emulator's ground truth
+    names it: the run says which flow is the transfer and which compete with it, so
+    that no verdict guesses from a port number (Docker and interop-runner commands
+    serve on 443, our own endpoints on 4433)."""
+
+    #: "udp" (QUIC) or "tcp" (the kernel TCP endpoint, or a competitor).
+    proto: str
+    #: The host whose port is fixed: "server" (the transfer's server) or "client"
+    #: (the receiver of a competing iperf3 flow, which listens on the client's host).
+    listener: str
+    addr: str
+    port: int
+
+    def to_json(self) -> dict:
+        return {"proto": self.proto, "listener": self.listener, "addr": self.addr, "port": self.port}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Flow:
+        return cls(str(d["proto"]), str(d["listener"]), str(d["addr"]), int(d["port"]))

@@ -1,0 +1,39 @@
+"""The Hypothesis profile in force, as the properties see it: which cases a slow
+property runs, and how many repetitions a statistical one makes. The pytest plugin
+sets PROFILE at configure time, before any property module is imported."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import Phase, settings
+
+#: Real-time bound on shrinking one failure under the ci profile, seconds.
+CI_SHRINK_SECONDS = 120
+#: The Hypothesis profile in force, set at configure time (before test modules load).
+PROFILE = "dev"
+#: Repetitions of a statistical property per profile (fairness against TCP etc.).
+REPETITIONS = {"ci": 3, "dev": 3, "release": 10, "replay": 1}
+
+
+def slow(test):
+    """Marks a property that needs long runs or repetitions. Under the ci profile it
+    runs only its fixed @example cases; dev and release also draw schedules.
+    Applied above @given; the settings inherit the active profile."""
+    test = pytest.mark.slow(test)
+    if PROFILE == "ci":
+        test = settings(phases=[Phase.explicit])(test)
+    return test
+
+
+def repetitions() -> int:
+    """How many times a statistical property repeats one case under this profile;
+    $LONGLOOK_REPETITIONS overrides it (e.g. to confirm a finding 3 of 3)."""
+    override = os.environ.get("LONGLOOK_REPETITIONS")
+    if override:
+        try:
+            return max(int(override), 1)
+        except ValueError:
+            raise pytest.UsageError(f"LONGLOOK_REPETITIONS={override!r}: give a whole number of runs, e.g. 10") from None
+    return REPETITIONS.get(PROFILE, 3)
