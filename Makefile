@@ -50,8 +50,10 @@ test: setup
 # `make check IMPL=quinn PROFILE=release`.
 IMPL ?= aioquic,quic-go
 PROFILE ?= ci
+# More pytest options, e.g. CHECK_ARGS="--junitxml artifacts/check.xml".
+CHECK_ARGS ?=
 check: setup
-	$(PY) -m pytest properties/ --impl $(IMPL) --hypothesis-profile $(PROFILE)
+	$(PY) -m pytest properties/ --impl $(IMPL) --hypothesis-profile $(PROFILE) $(CHECK_ARGS)
 
 # The mutant zoo (issue 7): every mutant of tests/mutants/catalogue.py against the
 # properties, then the table and the score. Takes about an hour; narrow it with

@@ -21,7 +21,10 @@ from harness.testbed import containers, netns
 from harness import endpoints
 from harness.testbed.containers import DockerError
 from harness.testbed.docker_backend import CLIENT_IP, SERVER_IP, DockerTestbed
+from harness.observe.groundtruth import read_log
 from harness.run import Example
+from harness.schedule import Flow
+from harness.verdict.analysis import transfer_records
 from harness.schedule import Action, IidLoss, LinkSettings, Phase, Schedule
 from harness.testbed.topology import EndpointOptions, Testbed, TestbedError, TransferPlan
 
@@ -76,6 +79,9 @@ def test_transfer_through_the_emulated_link(docker_ready, tmp_path):
     assert [(r["dir"], r["idx"]) for r in dropped] == [("s2c", 30)], dropped
     flows = {r["flow"] for r in packets if r["dir"] == "s2c"}
     assert any(f"{SERVER_IP}:443>{CLIENT_IP}:" in f for f in flows), flows
+    # The run names its transfer's flow (issue 24): the verdicts select by it.
+    assert result.transfer == Flow("udp", "server", SERVER_IP, 443), result.transfer
+    assert len(transfer_records(read_log(tmp_path / "link.ndjson").records, result.transfer)) > 300
     for path in ("pcap/server.pcap", "server/keys.log", "client/keys.log", "server/stdout", "result.json", "docker.json"):
         assert (tmp_path / path).stat().st_size > 0, path
     assert list((tmp_path / "server" / "qlog").iterdir()), "no server qlog"

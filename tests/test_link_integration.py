@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from harness.observe.groundtruth import DROP_REASONS
+from harness.observe.groundtruth import read_log
 from harness.testbed.link import Link, LinkError, LinkOptions, ScheduleError, check_schedule
 from harness.testbed.netns import emulator_pids, list_ours, namespace_pair, pid_alive, sweep_stale
 from harness.schedule import Action, FlowSelector, IidLoss, LinkSettings, Phase, Schedule
@@ -40,7 +41,7 @@ def udp_transfer(lab, schedule, port, count, interval_us, idle_s=2.0, options=No
         lab.run_client(["udp-send", "--dest", SERVER_IP, "--port", str(port), "--sport",
                         str(port - 1), "--count", str(count), "--interval-us", str(interval_us)])
         lab.finish(receiver)
-    return read_json(out)["received"], link.read_log()
+    return read_json(out)["received"], read_log(link.log_path)
 
 
 def test_smoke_udp_ping(lab):
@@ -53,7 +54,7 @@ def test_smoke_udp_ping(lab):
     assert None not in rtts, f"lost pings on a lossless link: {rtts}"
     floor_ns = 2 * (1000 - SLICE_US) * 1000  # two 1 ms delays, each up to a slice early
     assert min(rtts) >= floor_ns, f"round trip {min(rtts)} ns < 2 x 1 ms delay"
-    log = link.read_log()
+    log = read_log(link.log_path)
     for direction in ("c2s", "s2c"):
         fates = [r.fate for r in log.select(direction, "udp", 7000)]
         assert fates == ["delivered"] * 5, f"{direction} fates {fates}"
@@ -129,7 +130,7 @@ def test_tcp_transfer_through_rate_limit(lab):
     got = read_json(out)
     assert (got["bytes"], got["sha256"]) == (size, sent["sha256"])
     assert sent["elapsed_ns"] / 1e9 >= 0.95 * size * 8 / rate, f"faster than {rate} bit/s: {sent}"
-    records = link.read_log().select("c2s", "tcp", port)
+    records = read_log(link.log_path).select("c2s", "tcp", port)
     delivered = [r for r in records if r.fate == "delivered"]
     assert sum(r.size for r in delivered) >= size
     reasons = {r.reason for r in records if r.fate == "dropped"}
@@ -284,7 +285,7 @@ def test_control_socket_switches_phase_and_reports_stats(lab):
         link.set_phase(0)
         assert None not in ping(lab, 7003), "back in phase 0 pings should pass"
         stats = link.stats()
-    reasons = {r.reason for r in link.read_log().records if r.fate == "dropped"}
+    reasons = {r.reason for r in read_log(link.log_path).records if r.fate == "dropped"}
     assert reasons == {"blackhole"}, reasons
     assert "c2s" in json.dumps(stats), f"stats reply without per-direction counters: {stats}"
 

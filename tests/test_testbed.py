@@ -14,7 +14,11 @@ import pytest
 
 from conftest import skip_or_fail
 from harness import endpoints
+from harness.observe.groundtruth import read_log
+from harness.schedule import Flow
 from harness.testbed import netns
+from harness.testbed.contract import TransferResult
+from harness.verdict.analysis import transfer_records
 
 pytestmark = pytest.mark.netns
 
@@ -38,6 +42,10 @@ def test_transfer_completes_through_a_lossy_link(netns_ready, stack, tmp_path):
     assert r.returncode == 0, f"{stack}: {r.stdout}{r.stderr}"
     result = json.loads((out / "result.json").read_text())
     assert result["ok"] and result["bytes"] == 2_000_000
+    # The run names its transfer's flow, and the ground truth holds it (issue 24).
+    flow = TransferResult.from_json(result).transfer
+    assert flow == Flow("tcp" if stack == "tcp" else "udp", "server", "198.19.0.1", 4433), flow
+    assert len(transfer_records(read_log(out / "link.ndjson").records, flow)) > 1000
     assert "goodput" in r.stdout and str(out) in r.stdout
     log = (out / "link.ndjson").read_text().splitlines()
     summary = json.loads(log[-1])["summary"]

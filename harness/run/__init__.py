@@ -15,6 +15,7 @@ from pathlib import Path
 from harness.endpoints import CongestionControl, Stack
 from harness.schedule import Schedule, TransferPlan
 from harness.testbed.topology import EndpointOptions, TransferResult
+from harness.virtual import RealTimeOnly  # noqa: F401  (raised by run_example in virtual mode)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from harness.endpoints import CongestionControl, Stack, StackError
 from harness.testbed.link import Link, LinkOptions
 from harness.schedule import Schedule
 from harness.testbed.topology import (
-    EndpointOptions, Testbed, TestbedError, TransferPlan, TransferResult, _contract_env, require_root,
+    EndpointOptions, Testbed, TestbedError, TransferPlan, TransferResult, contract_env, require_root,
     write_objects,
 )
 
@@ -225,7 +225,7 @@ class DockerTestbed(Testbed):
         return result
 
     def _start_containers(self, plan: TransferPlan, opts: EndpointOptions, names: list[str]) -> None:
-        common = _contract_env(opts, plan) | {"SSLKEYLOGFILE": "/logs/keys.log", "LL_APPLOG": "/logs/app.ndjson"}
+        common = contract_env(opts, plan) | {"SSLKEYLOGFILE": "/logs/keys.log", "LL_APPLOG": "/logs/app.ndjson"}
         if opts.qlog:
             common["QLOGDIR"] = "/logs/qlog"
         ro = {self.out / "www": "/www:ro", self.out / "certs": "/certs:ro"}

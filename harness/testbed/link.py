@@ -3,8 +3,9 @@
 ``Link`` starts the emulator between two namespaces made by
 :func:`harness.testbed.netns.namespace_pair`, waits for its ready line, assigns the
 addresses and routes, and always stops the process on exit. ``check_schedule``
-runs the emulator's strict schedule validator; ``read_log`` (re-exported from
-:mod:`harness.observe.groundtruth`) parses its ground-truth log.
+runs the emulator's strict schedule validator. The ground-truth log the emulator
+writes (``log_path``) is read by :mod:`harness.observe.groundtruth`: the testbed
+writes runs, it never observes them.
 """
 
 from __future__ import annotations
@@ -23,12 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.testbed import netns
-from harness.observe.groundtruth import GroundTruth, PacketRecord, read_log
 from harness.schedule import Schedule
 
 __all__ = [
-    "Link", "LinkError", "ScheduleError", "LinkBinaryMissing", "PacketRecord",
-    "GroundTruth", "read_log", "check_schedule", "find_binary", "run_in_ns",
+    "Link", "LinkError", "ScheduleError", "LinkBinaryMissing", "check_schedule", "find_binary", "run_in_ns",
 ]
 
 _SUN_PATH_MAX = 100  # sockaddr_un.sun_path holds 108 bytes; keep a margin
@@ -263,10 +262,6 @@ class Link:
     def stats(self) -> dict[str, Any]:
         """Return the emulator's counters and lateness histogram."""
         return self.request({"cmd": "stats"})
-
-    def read_log(self) -> GroundTruth:
-        """Parse this run's ground-truth log (complete only after exit)."""
-        return read_log(self.log_path)
 
 
 def _parse_ready(line: str) -> dict[str, Any] | None:

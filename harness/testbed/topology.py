@@ -12,21 +12,29 @@ covers success, exceptions and Ctrl-C; a SIGKILLed earlier run is swept on entry
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
-import random
 import resource
 import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Iterator
 
 from harness.testbed import netns
 from harness.testbed.certs import write_certs
+from harness.testbed.contract import (  # noqa: F401  (the testbed's public names, as before)
+    FLOW_WINDOW,
+    SATURATED_CPU,
+    STARVED_RUN_DELAY,
+    EndpointOptions,
+    TransferResult,
+    app_duration_s,
+    contract_env,
+    sha256_of,
+    write_objects,
+)
 from harness.endpoints import Stack
 from harness.testbed.link import REPO_ROOT, Link, LinkOptions
 from harness.schedule import Flow, Schedule, TransferPlan
@@ -38,13 +46,6 @@ QIR_PORT = 443
 SERVER_IP = netns.SERVER_ADDR.split("/")[0]
 CLIENT_IP = netns.CLIENT_ADDR.split("/")[0]
 SERVER_PORT = 4433
-#: Default flow-control window: far above any BDP a property uses.
-FLOW_WINDOW = 64 * 2**20
-#: An endpoint using this fraction of a core over a transfer is the bottleneck itself.
-SATURATED_CPU = 0.9
-#: An endpoint that waited this fraction of the transfer for a CPU was starved by
-#: other load on the host: its goodput says nothing about its congestion control.
-STARVED_RUN_DELAY = 0.10
 #: Competing TCP flows run this long before the QUIC transfer starts, s.
 TCP_WARMUP_S = 2.0
 #: iperf3's port for competing TCP flows (the QUIC server listens on SERVER_PORT).
@@ -57,99 +58,10 @@ class TestbedError(RuntimeError):
     __test__ = False  # not a pytest test class
 
 
-@dataclass(frozen=True)
-class EndpointOptions:
-    """Contract options given to both endpoints; None leaves the stack's default."""
-
-    cc: str | None = None
-    max_datagram_size: int | None = None
-    initial_window: int | None = None
-    flow_window: int = FLOW_WINDOW
-    timeout_s: float = 60.0
-    #: False: QLOGDIR is not set, so endpoints write no qlog (benchmarks measure its cost).
-    qlog: bool = True
-
-
-@dataclass
-class TransferResult:
-    stack: str
-    cc: str | None
-    ok: bool
-    #: Why the run failed or was unsupported ("" when ok).
-    reason: str
-    unsupported: bool
-    bytes: int
-    duration_s: float
-    goodput_bps: float
-    out_dir: str
-    client_rc: int | None = None
-    server_rc: int | None = None
-    files: dict[str, str] = field(default_factory=dict)
-    #: CPU time (user + system) of each endpoint's process tree, s; None if unknown.
-    client_cpu_s: float | None = None
-    server_cpu_s: float | None = None
-    #: Wall time from the client's start to its exit, s (start-up included, as in the CPU times).
-    wall_s: float | None = None
-    #: Time the server's threads spent runnable but waiting for a CPU, s (other load).
-    server_run_delay_s: float | None = None
-    #: The flow under test, and the flows competing with it, as the ground truth
-    #: will show them: every verdict selects the transfer's packets by these.
-    transfer: Flow | None = None
-    competitors: list[Flow] = field(default_factory=list)
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, d: dict) -> TransferResult:
-        """The result as result.json holds it (extra keys, e.g. a virtual run's statistics, ignored)."""
-        names = {f.name for f in fields(cls)}
-        values = {k: v for k, v in d.items() if k in names}
-        if values.get("transfer"):
-            values["transfer"] = Flow.from_json(values["transfer"])
-        values["competitors"] = [Flow.from_json(c) for c in values.get("competitors") or []]
-        return cls(**values)
-
-    def saturated(self, threshold: float = SATURATED_CPU) -> str | None:
-        """Which endpoint used at least `threshold` of a core over the transfer (its
-        goodput is then endpoint-bound, not link-bound), or None."""
-        for side, cpu in (("client", self.client_cpu_s), ("server", self.server_cpu_s)):
-            if cpu is not None and self.wall_s and cpu / self.wall_s >= threshold:
-                return f"{self.stack} {side} used {cpu:.2f} s of CPU in {self.wall_s:.2f} s"
-        delay = self.server_run_delay_s
-        if delay is not None and self.wall_s and delay / self.wall_s >= STARVED_RUN_DELAY:
-            return (f"{self.stack} server waited {delay:.2f} s of {self.wall_s:.2f} s for a CPU "
-                    f"(the host was busy with other work)")
-        return None
-
-
 def require_root() -> None:
     """Namespaces and TUN devices need root; say so in one line."""
     if os.geteuid() != 0:
         raise TestbedError("longlook needs root for network namespaces and TUN devices; run it with sudo")
-
-
-def write_objects(www: Path, sizes: tuple[int, ...], seed: int) -> dict[str, str]:
-    """Writes the objects the server serves; returns {name: sha256}."""
-    www.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(seed)
-    digests = {}
-    for i, size in enumerate(sizes):
-        name = f"object-{i}-{size}.bin"
-        data = rng.randbytes(size)
-        (www / name).write_bytes(data)
-        digests[name] = hashlib.sha256(data).hexdigest()
-    return digests
-
-
-def _sha256(path: Path) -> str | None:
-    if not path.exists():
-        return None
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 class Testbed:
@@ -243,7 +155,7 @@ class Testbed:
                 return f"{d.name} did not finish in time"
             if proc.returncode != 0:
                 return f"{d.name} exited with {proc.returncode}: {_tail(d / 'stderr')}"
-            bad = [n for n, h in digests.items() if _sha256(d / "downloads" / n) != h]
+            bad = [n for n, h in digests.items() if sha256_of(d / "downloads" / n) != h]
             if bad:
                 return f"{d.name}: wrong or missing bytes in {', '.join(bad)}"
         return None
@@ -294,7 +206,7 @@ class Testbed:
         roles = {r: self.out / r for r in ("client", "server")}
         for d in roles.values():
             (d / "qlog").mkdir(parents=True, exist_ok=True)
-        common = _contract_env(opts, plan)
+        common = contract_env(opts, plan)
         env = {
             r: dict(common, SSLKEYLOGFILE=str(d / "keys.log"), LL_APPLOG=str(d / "app.ndjson"))
             | ({"QLOGDIR": str(d / "qlog")} if opts.qlog else {})
@@ -357,7 +269,7 @@ class Testbed:
 
     def _result(self, stack, opts, server, client, digests, elapsed, failure, cpu=(None, None)) -> TransferResult:
         downloads = self.out / "client" / "downloads"
-        got = {n: _sha256(downloads / n) for n in digests}
+        got = {n: sha256_of(downloads / n) for n in digests}
         size = sum((downloads / n).stat().st_size for n, h in got.items() if h is not None)
         rc = {"client": client.returncode if client else None, "server": server.returncode}
         unsupported = 127 in rc.values()
@@ -371,7 +283,7 @@ class Testbed:
             elif any(got[n] != digests[n] for n in digests):
                 bad = [n for n in digests if got[n] != digests[n]]
                 reason = f"wrong or missing bytes in {', '.join(bad)}"
-        duration = _app_duration_s(self.out / "client" / "app.ndjson") or elapsed
+        duration = app_duration_s(self.out / "client" / "app.ndjson") or elapsed
         result = TransferResult(
             stack=stack.name, cc=opts.cc, ok=not reason, reason=reason, unsupported=unsupported,
             bytes=size, duration_s=duration, goodput_bps=(size * 8 / duration) if duration > 0 else 0.0,
@@ -381,22 +293,6 @@ class Testbed:
         )
         (self.out / "result.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
         return result
-
-
-def _contract_env(opts: EndpointOptions, plan: TransferPlan) -> dict[str, str]:
-    env = {
-        "TESTCASE": plan.testcase,
-        "LL_FLOW_WINDOW": str(opts.flow_window),
-        "LL_TIMEOUT_S": str(int(opts.timeout_s)),
-        "LL_THINK_MS": str(plan.think_ms),
-    }
-    if opts.cc:
-        env["LL_CC"] = opts.cc
-    if opts.max_datagram_size:
-        env["LL_MAX_DATAGRAM_SIZE"] = str(opts.max_datagram_size)
-    if opts.initial_window:
-        env["LL_INITIAL_WINDOW"] = str(opts.initial_window)
-    return env
 
 
 def _wait_ready(proc: subprocess.Popen, stdout: Path, timeout_s: float, udp_port: int | None = None,
@@ -474,23 +370,6 @@ def _tail(path: Path, limit: int = 400) -> str:
         return ""
     lines = path.read_text(errors="replace").strip().splitlines()
     return (lines[-1] if lines else "")[-limit:]
-
-
-def _app_duration_s(applog: Path) -> float | None:
-    """First request_start to last request_done in the client's app log, seconds."""
-    if not applog.exists():
-        return None
-    starts, dones = [], []
-    for line in applog.read_text(errors="replace").splitlines():
-        with contextlib.suppress(json.JSONDecodeError, AttributeError):
-            ev = json.loads(line)
-            if ev.get("event") == "request_start":
-                starts.append(ev["t_us"])
-            elif ev.get("event") == "request_done":
-                dones.append(ev["t_us"])
-    if not starts or not dones:
-        return None
-    return (max(dones) - min(starts)) / 1e6
 
 
 @contextlib.contextmanager

@@ -32,17 +32,18 @@ import traceback
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import pytest
 from hypothesis.errors import UnsatisfiedAssumption
 
 from harness.observe.groundtruth import GroundTruth, read_log
-from harness.run import Example, Inconclusive, Target, provenance, run_example
+from harness.run import Example, Inconclusive, RealTimeOnly, Target, provenance, run_example
 from harness.schedule import Flow, Schedule, TransferPlan
-from harness.testbed.topology import TransferResult
 from harness.verdict.analysis import transfer_records, transfer_share
-from harness.virtual import RealTimeOnly
+
+if TYPE_CHECKING:  # the run's result is data here: the verdict never drives a testbed
+    from harness.testbed.topology import TransferResult
 
 
 class HarnessError(RuntimeError):

@@ -90,7 +90,7 @@ def transfer(schedule: Schedule, out_dir: str | Path, stack, plan, opts):
 def transfer_with_stats(schedule: Schedule, out_dir: str | Path, stack, plan, opts):
     """As `transfer`, also returning the loop's statistics (virtual_s, steps,
     wall_clock_s, per-host datagram counts, the link summary)."""
-    from harness.testbed.topology import TransferResult, write_objects
+    from harness.testbed.contract import TransferResult, write_objects
 
     why = supports(stack.name)
     if why:
@@ -187,10 +187,10 @@ def _run(schedule: Schedule, out: Path, plan, opts, names: list[str]) -> dict:
 
 
 def _result(stack_name: str, opts, out: Path, digests: dict[str, str], stats: dict):
-    from harness.testbed.topology import TransferResult, _app_duration_s, _sha256
+    from harness.testbed.contract import TransferResult, app_duration_s, sha256_of
 
     downloads = out / "client" / "downloads"
-    got = {n: _sha256(downloads / n) for n in digests}
+    got = {n: sha256_of(downloads / n) for n in digests}
     size = sum((downloads / n).stat().st_size for n, h in got.items() if h is not None)
     reason = stats["error"] or ""
     bad = [n for n in digests if got[n] != digests[n]]
@@ -199,10 +199,10 @@ def _result(stack_name: str, opts, out: Path, digests: dict[str, str], stats: di
     # Competing flows' clients, in client-k/ as in real time (quinn, quiche).
     for k in range(2, stats.get("flows", 1) + 1):
         extra = out / f"client-{k}" / "downloads"
-        wrong = [n for n, h in digests.items() if _sha256(extra / n) != h]
+        wrong = [n for n, h in digests.items() if sha256_of(extra / n) != h]
         if not reason and wrong:
             reason = f"client-{k}: wrong or missing bytes in {', '.join(wrong)}"
-    duration = _app_duration_s(out / "client" / "app.ndjson") or stats["virtual_s"]
+    duration = app_duration_s(out / "client" / "app.ndjson") or stats["virtual_s"]
     return TransferResult(stack=stack_name, cc=opts.cc, ok=not reason, reason=reason, unsupported=False,
                           bytes=size, duration_s=duration, goodput_bps=size * 8 / duration if duration > 0 else 0.0,
                           out_dir=str(out), client_rc=0 if not reason else 1, server_rc=0,

@@ -1,0 +1,144 @@
+"""The endpoint contract as the testbed fills it (docs/endpoints.md): the options
+both endpoints are given, the environment that carries them, the objects the server
+serves, and what a transfer gives back (``TransferResult``, written as result.json,
+with the flows the verdicts select by). Shared by every backend: namespaces,
+Docker, a user's command, and virtual time."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import random
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from harness.schedule import Flow, TransferPlan
+
+#: Default flow-control window: far above any BDP a property uses.
+FLOW_WINDOW = 64 * 2**20
+#: An endpoint using this fraction of a core over a transfer is the bottleneck itself.
+SATURATED_CPU = 0.9
+#: An endpoint that waited this fraction of the transfer for a CPU was starved by
+#: other load on the host: its goodput says nothing about its congestion control.
+STARVED_RUN_DELAY = 0.10
+@dataclass(frozen=True)
+class EndpointOptions:
+    """Contract options given to both endpoints; None leaves the stack's default."""
+
+    cc: str | None = None
+    max_datagram_size: int | None = None
+    initial_window: int | None = None
+    flow_window: int = FLOW_WINDOW
+    timeout_s: float = 60.0
+    #: False: QLOGDIR is not set, so endpoints write no qlog (benchmarks measure its cost).
+    qlog: bool = True
+
+
+@dataclass
+class TransferResult:
+    stack: str
+    cc: str | None
+    ok: bool
+    #: Why the run failed or was unsupported ("" when ok).
+    reason: str
+    unsupported: bool
+    bytes: int
+    duration_s: float
+    goodput_bps: float
+    out_dir: str
+    client_rc: int | None = None
+    server_rc: int | None = None
+    files: dict[str, str] = field(default_factory=dict)
+    #: CPU time (user + system) of each endpoint's process tree, s; None if unknown.
+    client_cpu_s: float | None = None
+    server_cpu_s: float | None = None
+    #: Wall time from the client's start to its exit, s (start-up included, as in the CPU times).
+    wall_s: float | None = None
+    #: Time the server's threads spent runnable but waiting for a CPU, s (other load).
+    server_run_delay_s: float | None = None
+    #: The flow under test, and the flows competing with it, as the ground truth
+    #: will show them: every verdict selects the transfer's packets by these.
+    transfer: Flow | None = None
+    competitors: list[Flow] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> TransferResult:
+        """The result as result.json holds it (extra keys, e.g. a virtual run's statistics, ignored)."""
+        names = {f.name for f in fields(cls)}
+        values = {k: v for k, v in d.items() if k in names}
+        if values.get("transfer"):
+            values["transfer"] = Flow.from_json(values["transfer"])
+        values["competitors"] = [Flow.from_json(c) for c in values.get("competitors") or []]
+        return cls(**values)
+
+    def saturated(self, threshold: float = SATURATED_CPU) -> str | None:
+        """Which endpoint used at least `threshold` of a core over the transfer (its
+        goodput is then endpoint-bound, not link-bound), or None."""
+        for side, cpu in (("client", self.client_cpu_s), ("server", self.server_cpu_s)):
+            if cpu is not None and self.wall_s and cpu / self.wall_s >= threshold:
+                return f"{self.stack} {side} used {cpu:.2f} s of CPU in {self.wall_s:.2f} s"
+        delay = self.server_run_delay_s
+        if delay is not None and self.wall_s and delay / self.wall_s >= STARVED_RUN_DELAY:
+            return (f"{self.stack} server waited {delay:.2f} s of {self.wall_s:.2f} s for a CPU "
+                    f"(the host was busy with other work)")
+        return None
+
+
+def write_objects(www: Path, sizes: tuple[int, ...], seed: int) -> dict[str, str]:
+    """Writes the objects the server serves; returns {name: sha256}."""
+    www.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    digests = {}
+    for i, size in enumerate(sizes):
+        name = f"object-{i}-{size}.bin"
+        data = rng.randbytes(size)
+        (www / name).write_bytes(data)
+        digests[name] = hashlib.sha256(data).hexdigest()
+    return digests
+
+
+def sha256_of(path: Path) -> str | None:
+    if not path.exists():
+        return None
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def contract_env(opts: EndpointOptions, plan: TransferPlan) -> dict[str, str]:
+    env = {
+        "TESTCASE": plan.testcase,
+        "LL_FLOW_WINDOW": str(opts.flow_window),
+        "LL_TIMEOUT_S": str(int(opts.timeout_s)),
+        "LL_THINK_MS": str(plan.think_ms),
+    }
+    if opts.cc:
+        env["LL_CC"] = opts.cc
+    if opts.max_datagram_size:
+        env["LL_MAX_DATAGRAM_SIZE"] = str(opts.max_datagram_size)
+    if opts.initial_window:
+        env["LL_INITIAL_WINDOW"] = str(opts.initial_window)
+    return env
+
+
+def app_duration_s(applog: Path) -> float | None:
+    """First request_start to last request_done in the client's app log, seconds."""
+    if not applog.exists():
+        return None
+    starts, dones = [], []
+    for line in applog.read_text(errors="replace").splitlines():
+        with contextlib.suppress(json.JSONDecodeError, AttributeError):
+            ev = json.loads(line)
+            if ev.get("event") == "request_start":
+                starts.append(ev["t_us"])
+            elif ev.get("event") == "request_done":
+                dones.append(ev["t_us"])
+    if not starts or not dones:
+        return None
+    return (max(dones) - min(starts)) / 1e6

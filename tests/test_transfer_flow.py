@@ -1,0 +1,107 @@
+"""Issue 24: the run, not a testbed constant, says which flow is the transfer. The
+verdicts select the transfer's packets by the recorded flow, and a transfer that is
+missing from its own ground truth is a harness error, never a verdict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.endpoints import load
+from harness.observe.groundtruth import read_log
+from harness.observe.wire import first_initial_destination, read_wire
+from harness.run import Example, Target
+from harness.schedule import Flow, LinkSettings, Schedule, TransferPlan
+from harness.testbed.contract import TransferResult
+from harness.verdict.analysis import transfer_records
+from harness.verdict.runner import HarnessError, Observation
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "wire"
+STACKS = sorted(p.name for p in FIXTURES.iterdir() if (p / "pcap" / "server.pcap").exists())
+
+
+def _record(dir: str, flow: str, proto: str, sport: int, dport: int) -> dict:
+    return {"dir": dir, "idx": 0, "fidx": 0, "flow": flow, "proto": proto, "sport": sport, "dport": dport,
+            "size": 1200, "arr_us": 0.0, "fate": "delivered", "reason": None, "dep_us": 1.0, "qbytes": 0}
+
+
+def _log(tmp_path: Path, records: list[dict]) -> Path:
+    path = tmp_path / "link.ndjson"
+    lines = [{"argv": [], "longlook_link": "0", "schedule": {}, "start_unix_ns": 0, "seed": 0}] + records
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return path
+
+
+RECORDS = [
+    _record("s2c", "udp 193.167.100.100:443>193.167.0.100:5000", "udp", 443, 5000),
+    _record("c2s", "udp 193.167.0.100:5000>193.167.100.100:443", "udp", 5000, 443),
+    _record("s2c", "tcp 193.167.100.100:40000>193.167.0.100:5201", "tcp", 40000, 5201),
+    _record("s2c", "tcp 193.167.100.100:4433>193.167.0.100:6000", "tcp", 4433, 6000),
+]
+
+
+def test_records_are_selected_by_the_recorded_flow(tmp_path):
+    gt = read_log(_log(tmp_path, RECORDS))
+    quic = Flow("udp", "server", "193.167.100.100", 443)
+    assert [r.flow for r in transfer_records(gt.records, quic)] == [RECORDS[0]["flow"]]
+    assert [r.flow for r in transfer_records(gt.records, quic, "c2s")] == [RECORDS[1]["flow"]]
+    # A competitor listens on the client's host: its port is the destination of s2c data.
+    competitor = Flow("tcp", "client", "193.167.0.100", 5201)
+    assert [r.flow for r in transfer_records(gt.records, competitor)] == [RECORDS[2]["flow"]]
+    # The protocol counts: kernel TCP on 4433 is not a QUIC flow on 4433.
+    assert transfer_records(gt.records, Flow("udp", "server", "193.167.100.100", 4433)) == []
+
+
+def _observation(tmp_path: Path, flow: Flow | None) -> Observation:
+    stack = load("aioquic")
+    target = Target(stack, stack.cc[stack.default_cc])
+    example = Example("n", "aioquic", target.cc.name, Schedule.constant(0, LinkSettings()), TransferPlan())
+    result = TransferResult(stack="aioquic", cc=None, ok=True, reason="", unsupported=False, bytes=1,
+                            duration_s=1.0, goodput_bps=8.0, out_dir=str(tmp_path), transfer=flow)
+    return Observation(example, target, result, tmp_path)
+
+
+def test_a_transfer_missing_from_its_ground_truth_is_a_harness_error(tmp_path):
+    _log(tmp_path, RECORDS)
+    obs = _observation(tmp_path, Flow("udp", "server", "198.19.0.1", 4433))
+    with pytest.raises(HarnessError, match=r"transfer's flow was not found in .*link.ndjson: expected udp 198.19.0.1:4433"):
+        obs.transfer_records()
+    with pytest.raises(HarnessError):
+        obs.transfer_share()
+    assert len(_observation(tmp_path, Flow("udp", "server", "193.167.100.100", 443)).transfer_records()) == 1
+
+
+def test_a_run_without_a_recorded_flow_is_a_harness_error(tmp_path):
+    _log(tmp_path, RECORDS)
+    with pytest.raises(HarnessError, match="recorded no transfer flow"):
+        _observation(tmp_path, None).transfer_records()
+
+
+def test_the_result_round_trips_through_json():
+    result = TransferResult(stack="x", cc="cubic", ok=True, reason="", unsupported=False, bytes=1, duration_s=1.0,
+                            goodput_bps=8.0, out_dir=".", transfer=Flow("udp", "server", "198.19.0.1", 443),
+                            competitors=[Flow("tcp", "client", "198.18.0.1", 5201)])
+    assert TransferResult.from_json(json.loads(json.dumps(result.to_json()))) == result
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_wire_view_finds_the_server_without_the_testbed(stack):
+    """A capture read with no addresses (a user's, or a Docker run's) is decoded by
+    the server address its first Initial names, as one read with the run's address."""
+    d = FIXTURES / stack
+    pcap, keys = d / "pcap" / "server.pcap", [d / "keys.log"]
+    assert first_initial_destination(pcap) == {"198.19.0.1"}
+    inferred, given = read_wire(pcap, keys), read_wire(pcap, keys, server_addrs={"198.19.0.1"})
+    assert len(inferred.datagrams) == len(given.datagrams) > 100
+    assert [d.direction for d in inferred.datagrams] == [d.direction for d in given.datagrams]
+    assert {d.direction for d in inferred.datagrams} == {"c2s", "s2c"}
+
+
+def test_a_capture_without_quic_names_no_server(tmp_path):
+    from scapy.all import IP, UDP, wrpcap
+
+    path = tmp_path / "server.pcap"
+    wrpcap(str(path), [IP(src="198.18.0.1", dst="198.19.0.1") / UDP(sport=1, dport=2) / b"\x00" * 20])
+    assert first_initial_destination(path) == set()
