@@ -15,6 +15,10 @@ with nothing readable raises `QlogError`, naming the file.
 
 `read_trace` / `read_run` then apply the stack's dialect (harness/observe/dialects)
 to give one `Trace` per connection per vantage. See docs/trace.md.
+
+This module sniffs the serialisation, reads JSON-SEQ and assembles runs; the
+whole-document reader is harness/observe/qlog_doc.py, and `RawTrace` / `QlogError`
+live in harness/observe/qlog_raw.py (re-exported here, where callers import them).
 """
 
 from __future__ import annotations
@@ -22,7 +26,6 @@ from __future__ import annotations
 import gc
 import json
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,39 +33,17 @@ import msgspec
 
 from harness.observe.dialects import _fields
 from harness.observe.dialects._base import split_connections
-from harness.observe.dialects._salvage import salvage
 from harness.observe.events import Trace
+from harness.observe.qlog_doc import read_doc
+from harness.observe.qlog_raw import DECODE_ERRORS, QlogError, RawTrace
 
 #: Read size for the streaming JSON-SEQ reader.
 CHUNK = 4 << 20
 #: Bytes read first to tell the serialisation and JSON-SEQ's separator.
 SNIFF = 1 << 16
-#: A whole-document JSON file larger than this is refused rather than loaded.
-MAX_DOC_BYTES = 1 << 30
 RS = b"\x1e"
 #: Notes listing individual bad records stop after this many (then a count).
 MAX_RECORD_NOTES = 5
-
-
-class QlogError(Exception):
-    """A qlog file with nothing readable in it; the message names the file."""
-
-
-@dataclass
-class RawTrace:
-    """One trace of a qlog file, before any dialect mapping."""
-
-    source: str
-    #: "JSON", "JSON-SEQ" or "draft-00".
-    format: str
-    #: File-level fields (qlog_version, title, description, …).
-    header: dict[str, Any]
-    #: Trace-level fields (vantage_point, common_fields, configuration, …).
-    meta: dict[str, Any]
-    #: Events as dicts: time (file units), name "category:event", data.
-    events: list[dict[str, Any]]
-    partial: bool = False
-    notes: list[str] = field(default_factory=list)
 
 
 @contextmanager
@@ -96,7 +77,7 @@ def read_raw(path: str | Path, prune: bool = False) -> list[RawTrace]:
             if kind == "seq":
                 traces = [_read_seq(f, str(path), prune)]
             else:
-                traces = _read_doc(f, str(path))
+                traces = read_doc(f, str(path))
     except OSError as e:
         raise QlogError(f"{path}: cannot read: {e.strerror or e}") from e
     except QlogError:
@@ -183,10 +164,10 @@ def read_version_record(applog: str | Path) -> dict[str, Any] | None:
 
 # msgspec decodes qlog 2–4× faster than the json module (bench/qlog_bench.py); any
 # input it rejects falls back to json, whose errors carry the position the notes cite.
-_decode = msgspec.json.Decoder().decode
+# These stay with the JSON-SEQ reader on this module: tests/test_qlog_readers.py swaps
+# _decode_pruned, SNIFF and CHUNK here (the whole-document decoder is in qlog_doc.py).
 _decode_objects = msgspec.json.Decoder(list[dict[str, Any]]).decode
 _decode_pruned = msgspec.json.Decoder(list[_fields.Event]).decode
-_DECODE_ERRORS = (msgspec.DecodeError, ValueError, RecursionError)
 
 
 # ------------------------------------------------------------------------ sniffing
@@ -295,7 +276,7 @@ def _parse_records(st: _SeqState, block: bytes, sep: bytes) -> None:
         if len(batch) == block.count(sep, start, end) + 1:
             st.add_batch(batch, st.line, st.byte)
             return
-    except _DECODE_ERRORS:
+    except DECODE_ERRORS:
         pass
     parts = block.split(sep)
     line, byte = st.line, st.byte
@@ -318,7 +299,7 @@ def _decode_block(st: _SeqState, text: bytes) -> list[dict[str, Any]]:
     if st.prune and (st.header is not None or st.events):
         try:
             return _decode_pruned(text)
-        except _DECODE_ERRORS:
+        except DECODE_ERRORS:
             pass
     return _decode_objects(text)
 
@@ -350,104 +331,3 @@ def _seq_trace(st: _SeqState) -> RawTrace:
     file_header = {k: v for k, v in header.items() if k != "trace"}
     return RawTrace(st.source, "JSON-SEQ", file_header, meta, st.events, partial=bool(st.n_bad or st.unterminated),
                     notes=notes)
-
-
-# --------------------------------------------------------------------- JSON document
-
-
-def _read_doc(f, source: str) -> list[RawTrace]:
-    """A whole-document qlog; a broken document is cut back to its last complete part."""
-    data = f.read(MAX_DOC_BYTES + 1)
-    if len(data) > MAX_DOC_BYTES:
-        raise QlogError(f"{source}: larger than {MAX_DOC_BYTES} bytes; refusing to load it whole")
-    try:
-        doc = _decode(data)
-    except _DECODE_ERRORS:
-        return _read_broken_doc(data, source)
-    if not isinstance(doc, dict):
-        raise QlogError(f"{source}: top-level JSON value is a {type(doc).__name__}, not a qlog object")
-    return _doc_traces(doc, source, [])
-
-
-def _read_broken_doc(data: bytes, source: str) -> list[RawTrace]:
-    """The slow path for a document msgspec rejects: the standard library's decoder
-    says where it broke (and accepts what msgspec does not, e.g. NaN), then salvage."""
-    notes: list[str] = []
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        notes.append(f"{source}: invalid UTF-8 at byte {e.start}; read up to it")
-        text = data[: e.start].decode("utf-8")
-    start = len(text) - len(text.lstrip("\ufeff \t\r\n"))
-    try:
-        doc, end = json.JSONDecoder().raw_decode(text, start)
-        if text[end:].strip():
-            notes.append(f"{source}: extra data after the JSON document at {_where(text, end)} "
-                         "(two writers in one file?); kept the first document")
-    except (json.JSONDecodeError, RecursionError) as e:
-        pos = getattr(e, "pos", len(text))
-        doc = salvage(text[:pos])
-        what = e.msg if isinstance(e, json.JSONDecodeError) else "nesting too deep"
-        if doc is None:
-            raise QlogError(f"{source}: invalid JSON at {_where(text, pos)}: {what}; nothing salvageable") from None
-        notes.append(f"{source}: invalid JSON at {_where(text, pos)}: {what}; kept what preceded it")
-    if not isinstance(doc, dict):
-        raise QlogError(f"{source}: top-level JSON value is a {type(doc).__name__}, not a qlog object")
-    return _doc_traces(doc, source, notes)
-
-
-def _where(text: str, pos: int) -> str:
-    """'line L, byte B' of a character position, for notes."""
-    line = text.count("\n", 0, pos) + 1
-    return f"line {line}, byte {len(text[:pos].encode('utf-8', 'replace'))}"
-
-
-def _doc_traces(doc: dict[str, Any], source: str, notes: list[str]) -> list[RawTrace]:
-    """A RawTrace per entry of a document's traces[] (or the document itself if it is one trace)."""
-    partial = bool(notes)
-    traces = doc.get("traces")
-    if not isinstance(traces, list):
-        traces = [doc] if isinstance(doc.get("events"), list) else []
-    header = {k: v for k, v in doc.items() if k != "traces"}
-    out = []
-    for tr in traces:
-        if not isinstance(tr, dict):
-            continue
-        meta = {k: v for k, v in tr.items() if k != "events"}
-        fields = tr.get("event_fields") or doc.get("event_fields")
-        events, bad = _doc_events(tr.get("events"), fields)
-        t_notes = notes + ([f"{source}: {bad} malformed event(s) skipped"] if bad else [])
-        out.append(RawTrace(source, "draft-00" if fields else "JSON", header, meta, events, partial, t_notes))
-    if not out:
-        out.append(RawTrace(source, "JSON", header, {}, [], partial=True,
-                            notes=notes + [f"{source}: no traces[] with events in the document"]))
-    return out
-
-
-def _doc_events(events: Any, fields: Any) -> tuple[list[dict[str, Any]], int]:
-    """Events as 0.3-shaped dicts; draft-00 arrays are converted through `fields`."""
-    if not isinstance(events, list):
-        return [], 0
-    if not fields:
-        good = [e for e in events if isinstance(e, dict)]
-        return good, len(events) - len(good)
-    return _draft00_events(events, [str(x) for x in fields])
-
-
-def _draft00_events(events: list[Any], fields: list[str]) -> tuple[list[dict[str, Any]], int]:
-    """draft-00 arrays → 0.3-shaped dicts, and how many were malformed."""
-    idx = {name: i for i, name in enumerate(fields)}
-    i_time = idx.get("relative_time", idx.get("time", idx.get("delta_time")))
-    delta = "relative_time" not in idx and "time" not in idx
-    i_cat, i_ev, i_data = idx.get("category"), idx.get("event", idx.get("event_type")), idx.get("data")
-    out, bad, clock = [], 0, 0.0
-    for e in events:
-        try:
-            t = float(e[i_time])
-            if delta:
-                clock += t
-                t = clock
-            out.append({"time": t, "name": f"{e[i_cat]}:{e[i_ev]}", "data": e[i_data] if i_data is not None else {}})
-        except (TypeError, IndexError, ValueError, KeyError):
-            bad += 1
-    return out, bad
