@@ -22,10 +22,17 @@ mod mutants;
 #[allow(dead_code)]
 mod tls;
 
+// One way down, never back: sim (the loop) → hosts → client, server → side →
+// logs, clock, linkio, wire, config, entropy.
+mod client;
+mod clock;
 mod config;
 mod entropy;
 mod hosts;
 mod linkio;
+mod logs;
+mod server;
+mod side;
 mod sim;
 mod wire;
 

@@ -7,56 +7,29 @@
 //! lets both hosts react and send — what quinn's connection driver does on a wake.
 
 use std::net::SocketAddrV4;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
 
 use link_core::record::marks;
 use link_core::Dir;
 use serde_json::json;
 
+use crate::clock::Clock;
 use crate::config::Config;
-use crate::hosts::{Client, Host, Logs, Server};
-pub use crate::linkio::LinkIo;
+use crate::hosts::{finish_files, Client, Host, Logs, Server};
+use crate::linkio::LinkIo;
 use crate::wire;
 
 /// The first client's address; flow k uses port CLIENT_PORT + k - 1.
 const CLIENT_IP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(198, 18, 0, 1);
 const CLIENT_PORT: u16 = 40000;
 const SERVER: &str = "198.19.0.1:4433";
-/// Datagrams per poll_transmit (GSO batch), as quinn's own driver asks for.
-pub const MAX_BATCH: usize = 10;
 /// Consecutive firings of an unchanged, still-due timer before the run is abandoned.
 const STUCK_LIMIT: u32 = 1000;
-
-/// Virtual ns ⇄ the Instants quinn-proto takes.
-#[derive(Clone)]
-pub struct Clock {
-    base: Instant,
-    /// The loop's current time, for the hosts' token and TLS clocks.
-    pub now_ns: Arc<AtomicU64>,
-}
-
-impl Clock {
-    pub fn at(&self, ns: u64) -> Instant {
-        self.base + Duration::from_nanos(ns)
-    }
-
-    /// Exact: Instants and Durations are whole ns, and every Instant quinn-proto
-    /// hands back is one of ours plus a Duration.
-    pub fn ns(&self, t: Instant) -> u64 {
-        let d = t.saturating_duration_since(self.base);
-        d.as_nanos() as u64
-    }
-}
 
 pub fn run(config: &Config) -> Result<serde_json::Value, String> {
     let dir = &config.run_dir;
     let mut io = LinkIo::open(dir, "quinn", config.epoch_unix_ns)?;
-    let clock = Clock {
-        base: Instant::now(),
-        now_ns: Arc::new(AtomicU64::new(0)),
-    };
+    let clock = Clock::start();
     let server_addr: SocketAddrV4 = SERVER.parse().unwrap();
     let mut hosts = Hosts {
         clients: Vec::new(),
@@ -78,7 +51,7 @@ pub fn run(config: &Config) -> Result<serde_json::Value, String> {
         buf: Vec::with_capacity(64 * 1024),
     };
     let outcome = lp.run(&mut io, &mut hosts, config.timeout_ns);
-    crate::hosts::finish_files(&mut hosts.clients, &mut hosts.servers)?;
+    finish_files(&mut hosts.clients, &mut hosts.servers)?;
     let link_summary = io.close().map_err(|e| format!("link output: {e}"))?;
     // The first client's problem, named by its directory when there are several.
     let client_error = || {
