@@ -63,8 +63,9 @@ def test_a_recorded_finding_is_not_shrunk_again_under_ci(monkeypatch):
     from hypothesis.internal.conjecture import engine
 
     from harness import pytest_plugin as plugin
+    from harness.verdict import profiles
 
-    monkeypatch.setattr(plugin, "PROFILE", "ci")
+    monkeypatch.setattr(profiles, "PROFILE", "ci")
     monkeypatch.setattr(engine, "MAX_SHRINKING_SECONDS", plugin.CI_SHRINK_SECONDS)
     seen = {}
     for known in (True, False):
