@@ -195,10 +195,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if reason:
                 item.add_marker(pytest.mark.xfail(strict=strict, reason=reason))
                 item.stash[KNOWN_FINDING] = True
+                item.stash[FINDING] = (strict, reason)
 
 
 #: Set on items whose target has a recorded finding for the property.
 KNOWN_FINDING = pytest.StashKey[bool]()
+#: The finding itself: (strict, reason).
+FINDING = pytest.StashKey[tuple]()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -216,6 +219,13 @@ def pytest_runtest_call(item: pytest.Item):
         yield
     finally:
         engine.MAX_SHRINKING_SECONDS = CI_SHRINK_SECONDS
+
+
+def pytest_report_teststatus(report, config):
+    """Inconclusive and not-exercised cases are counted apart (harness/verdict/outcomes.py)."""
+    from harness.verdict.outcomes import status_of
+
+    return status_of(report)
 
 
 @pytest.fixture(scope="session")
@@ -236,7 +246,12 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     outcome = yield
     report = outcome.get_result()
     runner = getattr(item.config, "_longlook_runner", None)
-    if report.when != "call" or not report.failed or runner is None:
+    if report.when != "call" or runner is None:
+        return
+    from harness.verdict.outcomes import settle
+
+    settle(report, call, runner.ledgers.get(item.nodeid), item.stash.get(FINDING, None))
+    if not report.failed:
         return
     kept = runner.kept.get(item.nodeid)
     if not kept:

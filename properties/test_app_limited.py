@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from hypothesis import example, given
 
-from harness.schedule import strategies
-from harness.schedule import TransferPlan
+from harness.schedule import TransferPlan, strategies
 from harness.verdict import analysis
 
 #: 40 objects of 3000 bytes (three datagrams), 20 ms apart.

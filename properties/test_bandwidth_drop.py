@@ -32,18 +32,15 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from harness.schedule import strategies
-from harness.verdict.profiles import slow
 from harness.run import Inconclusive
-from harness.schedule import Phase, Schedule
+from harness.schedule import Phase, Schedule, TransferPlan, strategies
 from harness.schedule.strategies import BaseLink
-from harness.schedule import TransferPlan
-from harness.verdict import analysis
+from harness.verdict import outcomes
 from harness.verdict.bounds import BETA, transfer_time_bound_s
+from harness.verdict.profiles import slow
 
 #: Most of the flow's datagrams the bottleneck may drop once the sender has fitted.
 OVERFLOW_SHARE = 0.02
@@ -108,7 +105,7 @@ def test_sender_fits_a_sudden_bandwidth_drop(longlook, target, schedule):
     (≤ 2% of its datagrams dropped) and keeps the slower link ≥ 90% busy."""
     beta = BETA.get(target.cc.family)
     if beta is None:
-        pytest.skip(f"{target.cc.name} ({target.cc.family}) has no multiplicative decrease")
+        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}) has no multiplicative decrease")
     path = DroppedPath(schedule)
     plan = path.plan()
     with longlook.run(target, schedule, plan, timeout_s=transfer_time_bound_s(schedule, sum(plan.sizes))) as obs:

@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import bisect
 
-import pytest
 from hypothesis import example, given
 
-from harness.schedule import strategies
 from harness.observe.events import Metrics, PacketAcked, PacketLost, PacketSent
-from harness.schedule import TransferPlan
-from harness.verdict import analysis
+from harness.schedule import TransferPlan, strategies
+from harness.verdict import analysis, outcomes
 
 PLAN = TransferPlan(sizes=(1_000_000,))
 #: Stacks log an ACK's effect and the ACK's packet microseconds apart, in either
@@ -38,14 +36,14 @@ ORDER_SLACK_US = 1_000
 def test_bytes_in_flight_match_the_wire(longlook, target, schedule):
     """Every bytes_in_flight the sender reports after the handshake is within one
     datagram of what its sends, acknowledgements and losses put in flight."""
+    outcomes.require(target, "ack_frames")
+    outcomes.require(target, "bytes_in_flight")
     with longlook.run(target, schedule, PLAN) as obs:
         assert obs.result.ok, f"{target.id}: transfer failed: {obs.result.reason}"
         trace = obs.sender
-        if not trace.of(PacketAcked):
-            pytest.skip(f"{target.stack.name}'s qlog shows no ACK frames it received: nothing to replay")
-        reported = [m for m in trace.of(Metrics) if m.bytes_in_flight is not None]
-        if not reported:
-            pytest.skip(f"{target.stack.name} reports no bytes_in_flight")
+        assert trace.of(PacketAcked), f"{target.id}: no ACK frame in the sender's qlog, which logs them"
+        assert any(m.bytes_in_flight is not None for m in trace.of(Metrics)), (
+            f"{target.id}: no bytes_in_flight in the sender's qlog, which reports it")
         mss = analysis.max_datagram(trace)
         mismatches, checked = [], 0
         for t, value, expected in _replay(trace, counted_on_wire(obs.wire)):

@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import bisect
 
-import pytest
 from hypothesis import example, given
 
-from harness.schedule import strategies
-from harness.schedule import Action
-from harness.schedule.strategies import QUIC, BaseLink
-from harness.schedule import TransferPlan
-from harness.verdict import analysis
+from harness.schedule import Action, TransferPlan, strategies
+from harness.schedule.strategies import BaseLink, QUIC
+from harness.verdict import analysis, outcomes
 from harness.verdict.bounds import BETA
 
 PLAN = TransferPlan(sizes=(3_000_000,))
@@ -44,14 +41,14 @@ def test_congestion_avoidance_growth_is_bounded(longlook, target, schedule):
     round trip (NewReno) or half the window per round trip (CUBIC)."""
     family = target.cc.family
     if family not in BETA:
-        pytest.skip(f"{target.cc.name} ({family}) has no congestion avoidance rule here")
+        outcomes.not_applicable(f"{target.cc.name} ({family}) has no congestion avoidance rule here")
+    outcomes.require(target, "smoothed_rtt")
     with longlook.run(target, schedule, PLAN) as obs:
         assert obs.result.ok, f"{target.id}: transfer failed: {obs.result.reason}"
         trace = obs.sender
         mss = analysis.max_datagram(trace)
         rtts = analysis.smoothed_rtt_us(trace)
-        if not rtts:
-            pytest.skip(f"{target.stack.name} logs no smoothed RTT")
+        assert rtts, f"{target.id}: no smoothed RTT in the sender's qlog, which carries one (dialect capability)"
         rtt_times = [t for t, _ in rtts]
         series = [(t, c) for t, c, _, _ in analysis.cwnd_series(trace)]
         times = [t for t, _ in series]

@@ -22,12 +22,10 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from harness.schedule import strategies
-from harness.verdict.profiles import PROFILE, repetitions, slow
 from harness.run import Inconclusive
-from harness.schedule import LinkSettings, Schedule
-from harness.schedule import TransferPlan
+from harness.schedule import LinkSettings, Schedule, TransferPlan, strategies
 from harness.verdict import analysis
+from harness.verdict.profiles import PROFILE, repetitions, slow
 
 #: At most this many times the fair share (the issue's starting point).
 SHARE_BOUND = 1.5

@@ -6,8 +6,7 @@ loss) and §7.6 (persistent congestion must not stall the connection forever).
 
 from hypothesis import given
 
-from harness.schedule import strategies
-from harness.schedule import TransferPlan
+from harness.schedule import TransferPlan, strategies
 from harness.verdict.bounds import transfer_time_bound_s
 
 PLAN = TransferPlan(sizes=(500_000,))

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import os
 
-import pytest
 from hypothesis import example, given, target as hypothesis_target
 from hypothesis import strategies as st
 
-from harness.schedule import strategies
 from harness.model import coverage, tracefile, validate
-from harness.schedule import TransferPlan
+from harness.schedule import TransferPlan, strategies
+from harness.verdict import outcomes
 
 PLAN = TransferPlan(sizes=(400_000,))
 #: Set to 0 to turn model guidance off (bench/model_coverage_bench.py compares both).
@@ -36,13 +35,19 @@ SCHEDULES = st.one_of(strategies.combinations(), strategies.blackholes())
 def test_run_is_a_behaviour_of_the_model(longlook, target, schedule):
     """RFC 9002 §6-7 as spec/CongestionControl.tla: TLC accepts the sender's trace,
     event by event (a partial trace as a prefix)."""
+    if target.cc.family not in tracefile.FAMILIES:
+        outcomes.not_applicable(f"{target.cc.family} has no window relation in the spec "
+                                f"(only {', '.join(tracefile.FAMILIES)})")
+    # What trace validation needs from any run (tracefile._check), as capabilities.
+    for capability in ("congestion_window", "packet_lost", "ack_frames"):
+        outcomes.require(target, capability)
     with longlook.run(target, schedule, PLAN) as obs:
         assert obs.result.ok, f"{target.id}: transfer failed: {obs.result.reason}"
         trace = obs.sender
         try:
             log = tracefile.from_trace(trace, target.cc.family)
         except tracefile.Unvalidatable as e:
-            pytest.skip(f"{target.id}: trace validation impossible: {e}")
+            outcomes.not_exercised(f"trace validation impossible on this run: {e}")
         verdict = validate.validate_log(log, trace, keep=obs.out_dir / "model")
         coverage.record(longlook.artifacts / "model-coverage" / f"{target.id}.ndjson", target.id, verdict,
                         schedule.to_json())

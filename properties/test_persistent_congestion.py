@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from hypothesis import assume, example, given
 
-from harness.schedule import strategies
-from harness.schedule.strategies import BaseLink
 from harness.observe.events import Metrics, PacketSent
-from harness.schedule import TransferPlan
+from harness.schedule import TransferPlan, strategies
+from harness.schedule.strategies import BaseLink
 from harness.verdict import analysis
 
 PLAN = TransferPlan(sizes=(2_000_000,))

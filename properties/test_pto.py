@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from hypothesis import assume, example, given
 
-from harness.schedule import strategies
+from harness.schedule import TransferPlan, strategies
 from harness.schedule.strategies import BaseLink
-from harness.schedule import TransferPlan
 from harness.verdict import analysis
 
 PLAN = TransferPlan(sizes=(4_000_000,))

@@ -12,14 +12,13 @@ decrypted capture (by packet number) where the key log fits, else by time.
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import example, given
 
-from harness.schedule import strategies
 from harness.observe.join import join
 from harness.observe.reductions import reductions_with_cause
 from harness.run import Inconclusive
-from harness.schedule import TransferPlan
+from harness.schedule import TransferPlan, strategies
+from harness.verdict import outcomes
 
 PLAN = TransferPlan(sizes=(1_000_000,))
 
@@ -30,7 +29,7 @@ def test_every_window_reduction_has_a_cause(longlook, target, schedule):
     """No reduction of the window without a loss (real or reordering), an ECN-CE
     mark, persistent congestion or an idle restart in the ground truth."""
     if target.cc.family not in ("newreno", "cubic"):
-        pytest.skip(f"{target.cc.name} is not loss-based: it may reduce its window without a congestion event")
+        outcomes.not_applicable(f"{target.cc.name} is not loss-based: it may reduce its window without a congestion event")
     with longlook.run(target, schedule, PLAN) as obs:
         assert obs.result.ok, f"{target.id}: transfer failed: {obs.result.reason}"
         try:

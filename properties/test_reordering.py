@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from hypothesis import assume, example, given
 
-from harness.schedule import strategies
-from harness.schedule import TransferPlan
+from harness.schedule import TransferPlan, strategies
 from harness.verdict import analysis
 
 PLAN = TransferPlan(sizes=(1_000_000,))

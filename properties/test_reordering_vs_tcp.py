@@ -18,13 +18,12 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from harness.schedule import strategies
-from harness.verdict.profiles import slow
-from harness.run import Inconclusive, Target
 from harness.observe.events import PacketLost
-from harness.schedule import Action, FlowSelector, Schedule
+from harness.run import Inconclusive, baseline_target
+from harness.schedule import Action, FlowSelector, Schedule, TransferPlan, strategies
 from harness.schedule.strategies import BaseLink
-from harness.schedule import TransferPlan
+from harness.verdict import outcomes
+from harness.verdict.profiles import slow
 
 PLAN = TransferPlan(sizes=(4_000_000,))
 #: QUIC's goodput may trail TCP's by at most this factor.
@@ -59,10 +58,9 @@ periodic_reordering = strategies.replayable(lambda: st.builds(
 def test_reordering_costs_quic_no_more_than_tcp(longlook, target, schedule):
     """One datagram in `every` held behind the next k ≥ 3: QUIC's goodput stays
     within GOODPUT_FACTOR of kernel TCP's on the same schedule."""
-    try:
-        tcp = Target.parse("tcp", target.cc.family)
-    except Exception as e:
-        pytest.skip(f"no kernel TCP with {target.cc.family}: {e}")
+    tcp = baseline_target(target.cc.family)
+    if tcp is None:
+        outcomes.not_applicable(f"no kernel TCP controller of the {target.cc.family} family")
     with longlook.together():  # a failure keeps the TCP baseline's artifacts too
         with longlook.run(tcp, for_protocol(schedule, "tcp"), PLAN) as baseline:
             assert baseline.result.ok, f"kernel TCP failed under the same holds: {baseline.result.reason}"

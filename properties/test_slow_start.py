@@ -15,12 +15,10 @@ EVIDENCE_RTTS round trips before it.
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import example, given
 
-from harness.schedule import strategies
-from harness.schedule import TransferPlan
-from harness.verdict import analysis
+from harness.schedule import TransferPlan, strategies
+from harness.verdict import analysis, outcomes
 from harness.verdict.bounds import BETA
 
 PLAN = TransferPlan(sizes=(2_000_000,))
@@ -38,7 +36,7 @@ def test_slow_start_ends_on_a_congestion_signal(longlook, target, schedule):
     """The first exit from slow start follows a drop, a reordering, an ECN-CE mark
     or a queue at the bottleneck of at least 4 ms."""
     if target.cc.family not in BETA:
-        pytest.skip(f"{target.cc.name} ({target.cc.family}) has no slow start rule here")
+        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}) has no slow start rule here")
     with longlook.run(target, schedule, PLAN) as obs:
         assert obs.result.ok, f"{target.id}: transfer failed: {obs.result.reason}"
         trace = obs.sender

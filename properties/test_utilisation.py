@@ -17,13 +17,12 @@ from __future__ import annotations
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from harness.schedule import strategies
-from harness.verdict.profiles import slow
 from harness.run import Inconclusive
+from harness.schedule import TransferPlan, strategies
 from harness.schedule.strategies import BaseLink
-from harness.schedule import TransferPlan
-from harness.verdict import analysis
+
 from harness.verdict.bounds import transfer_time_bound_s
+from harness.verdict.profiles import slow
 
 #: Required steady-state share of the bottleneck (the issue's 90%).
 UTILISATION = 0.90

@@ -45,7 +45,8 @@ def outcomes(path: Path) -> dict[str, str]:
             elif child.tag == "skipped":
                 message = child.get("message") or ""
                 kind = ("xfailed" if child.get("type") == "pytest.xfail"
-                        else "inconclusive" if "inconclusive" in message else "skipped")
+                        else "inconclusive" if message.startswith("inconclusive")
+                        else "not exercised" if message.startswith("not exercised") else "skipped")
         out[name] = kind
     return out
 

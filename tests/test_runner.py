@@ -10,6 +10,7 @@ from harness.endpoints import load
 from harness.run import Inconclusive, Target
 from harness.schedule import LinkSettings, Schedule, TransferPlan
 from harness.verdict import runner as runner_mod
+from harness.verdict.outcomes import NotExercised, Undecided, not_exercised
 from harness.verdict.runner import Runner
 
 SCHEDULE = Schedule.constant(0, LinkSettings(rate_bps=5_000_000, delay_us=10_000))
@@ -109,14 +110,37 @@ def test_a_skipped_or_rejected_verdict_keeps_nothing(runner, target_, node, leav
     assert example_dirs(runner) == [] and node not in runner.kept
 
 
-def test_an_inconclusive_run_inside_a_verdict_is_a_skip_that_keeps_nothing(runner, target_):
-    with pytest.raises(pytest.skip.Exception, match="inconclusive: CPU-bound"):
+def test_an_inconclusive_run_inside_a_verdict_is_rejected_and_keeps_nothing(runner, target_, node):
+    """Not a skip (which would end the property, a failure found before included):
+    a rejection Hypothesis goes on from, recorded, and no verdict is counted."""
+    with pytest.raises(Undecided, match="CPU-bound"):
         with runner.together():
             with runner.run(target_, SCHEDULE, PLAN):
                 pass
             with runner.run(target_, SCHEDULE, PLAN):
                 raise Inconclusive("CPU-bound")
     assert example_dirs(runner) == []
+    assert runner.ledgers[node].judged == 0 and runner.ledgers[node].inconclusive == ["CPU-bound"]
+    assert runner.ledgers[node].outcome() == ("inconclusive", "CPU-bound")
+
+
+def test_a_verdict_across_runs_counts_once(runner, target_, node):
+    with runner.together():
+        for _ in range(3):
+            with runner.run(target_, SCHEDULE, PLAN):
+                pass
+    assert runner.ledgers[node].judged == 1 and runner.ledgers[node].outcome() is None
+
+
+def test_an_example_that_never_triggers_the_property_is_not_exercised(runner, target_, node):
+    with pytest.raises(NotExercised):
+        with runner.run(target_, SCHEDULE, PLAN):
+            not_exercised("no window reduction")
+    assert runner.ledgers[node].outcome() == ("not exercised", "no window reduction")
+    with runner.run(target_, SCHEDULE, PLAN):
+        pass
+    assert runner.ledgers[node].outcome() is None
+    assert "1 example(s) judged; 1 not exercised (no window reduction)" == runner.ledgers[node].notes()
 
 
 def test_a_new_failing_verdict_replaces_every_run_of_the_previous_one(runner, target_):

@@ -95,6 +95,16 @@ def run_example(example: Example, target: Target, out: Path) -> TransferResult:
     return result
 
 
+def baseline_target(family: str) -> Target | None:
+    """Kernel TCP with a controller of `family`, the baseline a property compares a
+    stack against; None when the kernel endpoint has none of that family."""
+    from harness.testbed.docker_backend import load_for_run
+
+    tcp = load_for_run("tcp")
+    cc = next((c for c in tcp.cc.values() if c.family == family), None)
+    return Target(tcp, cc) if cc else None
+
+
 def provenance(stack: Stack) -> dict:
     """How the run was made (backend, image or command), for example.json."""
     from harness.testbed.docker_backend import provenance as backend_provenance

@@ -41,6 +41,7 @@ from harness.observe.groundtruth import GroundTruth, read_log
 from harness.run import Example, Inconclusive, RealTimeOnly, Target, provenance, run_example
 from harness.schedule import Flow, Schedule, TransferPlan
 from harness.verdict.analysis import transfer_records, transfer_share
+from harness.verdict.outcomes import Ledger, NotExercised, Undecided
 
 if TYPE_CHECKING:  # the run's result is data here: the verdict never drives a testbed
     from harness.testbed.topology import TransferResult
@@ -126,7 +127,8 @@ def _slug(nodeid: str) -> str:
 
 
 class Runner:
-    """Runs examples under an artifacts root; remembers each test's last failure."""
+    """Runs examples under an artifacts root; remembers each test's last failure and
+    what its examples came to (outcomes.Ledger: judged, inconclusive, not exercised)."""
 
     def __init__(self, artifacts: Path, keep_passing: bool = False):
         self.artifacts = artifacts.resolve()
@@ -137,6 +139,11 @@ class Runner:
         self._counter = 0
         #: Under together(): the runs made so far, held until the verdict.
         self._held: list[Path] | None = None
+        #: Each test's examples: how many were judged, and why the others were not.
+        self.ledgers: dict[str, Ledger] = {}
+
+    def ledger(self, nodeid: str | None = None) -> Ledger:
+        return self.ledgers.setdefault(nodeid or _nodeid(), Ledger())
 
     def _next_dir(self, nodeid: str) -> Path:
         # Never reuse a directory: an earlier run's artifacts, or another run's
@@ -172,9 +179,13 @@ class Runner:
         until the block ends, and kept with the others if the verdict fails."""
         outer, held = self._held, []
         self._held = held
+        # The runs inside are one verdict: one example judged, or none if any was not.
+        ledger = self.ledger()
+        judged_before = ledger.judged
         try:
             yield
         except (pytest.skip.Exception, UnsatisfiedAssumption):
+            ledger.judged = judged_before
             self._passed(held)
             raise
         except BaseException as e:
@@ -182,6 +193,7 @@ class Runner:
                 self._fail(_nodeid(), held, e)
             raise
         else:
+            ledger.judged = judged_before + 1
             self._passed(held)
         finally:
             self._held = outer
@@ -199,16 +211,24 @@ class Runner:
             _discard(out)
             pytest.skip(f"real time only: {e}")
         except Inconclusive as e:
-            # Hypothesis lets pytest's skip through: the whole test is skipped.
+            # Not a skip, which would end the whole property (a failure already
+            # found included): this example is rejected, and recorded.
             _discard(out)
-            pytest.skip(f"inconclusive: {e}")
+            self.ledger(nodeid).inconclusive.append(str(e))
+            raise Undecided(str(e)) from None
         try:
             yield obs
         except Inconclusive as e:
             _discard(out)
-            pytest.skip(f"inconclusive: {e}")
+            self.ledger(nodeid).inconclusive.append(str(e))
+            raise Undecided(str(e)) from None
+        except NotExercised as e:
+            _discard(out)
+            self.ledger(nodeid).not_exercised.append(str(e.args[0]) if e.args else "trigger never happened")
+            raise
         except (pytest.skip.Exception, UnsatisfiedAssumption):
-            # Not a failure: a skip, or an example the property's assume() rejects.
+            # Not a failure: a skip decided before the run, or an example the
+            # property's assume() rejects.
             _discard(out)
             raise
         except BaseException as e:
@@ -218,6 +238,7 @@ class Runner:
                 self._fail(nodeid, [out], e)
             raise
         else:
+            self.ledger(nodeid).judged += 1
             if self._held is not None:
                 self._held.append(out)
             else:

@@ -30,7 +30,7 @@ def skip_real_time_only(items: list[pytest.Item]) -> None:
         target = getattr(getattr(item, "callspec", None), "params", {}).get("target")
         why = supports(target.stack.name) if target is not None else None
         if why:
-            item.add_marker(pytest.mark.skip(reason=why))
+            item.add_marker(pytest.mark.skip(reason=f"real time only: {why}"))
 
 
 def real_replay_argv(example_dir: Path) -> list[str]:

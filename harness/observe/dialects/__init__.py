@@ -7,14 +7,14 @@ A stack without a module here is read as standard qlog, with a note.
 
 from __future__ import annotations
 
-from harness.observe.dialects._base import Context, Dialect
+from harness.observe.dialects._base import CAPABILITIES, Context, Dialect
 from harness.observe.dialects.aioquic import AioquicDialect
 from harness.observe.dialects.picoquic import PicoquicDialect
 from harness.observe.dialects.quic_go import QuicGoDialect
 from harness.observe.dialects.quiche import QuicheDialect
 from harness.observe.dialects.quinn import QuinnDialect
 
-__all__ = ["Context", "Dialect", "DIALECTS", "get"]
+__all__ = ["CAPABILITIES", "Context", "Dialect", "DIALECTS", "get", "of_stack"]
 
 DIALECTS: dict[str, Dialect] = {
     d.stack: d for d in (AioquicDialect(), PicoquicDialect(), QuicGoDialect(), QuicheDialect(), QuinnDialect())
@@ -25,6 +25,18 @@ class _Generic(Dialect):
     FACTS = ("no dialect module for this stack: read as standard qlog",)
 
 
+class _NoQlog(Dialect):
+    """A stack that writes no qlog (kernel TCP, an image without one): it logs nothing."""
+
+    LOGS = frozenset()
+    FACTS = ("this stack writes no qlog",)
+
+
 def get(stack: str) -> Dialect:
     """The dialect of `stack` (a `longlook impls` name); standard qlog for unknown stacks."""
     return DIALECTS.get(stack) or _Generic()
+
+
+def of_stack(stack: str, writes_qlog: bool) -> Dialect:
+    """As `get`, for a stack that may write no qlog at all (caps.json's honours.qlog)."""
+    return get(stack) if writes_qlog else _NoQlog()

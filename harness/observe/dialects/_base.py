@@ -114,6 +114,13 @@ class _Walk:
     counters: dict[str, int] = field(default_factory=dict)
 
 
+#: The capabilities a dialect may declare: packet_lost events; the ACK frames it
+#: received (packet_acked); the congestion window, bytes in flight and smoothed RTT
+#: in its metrics; congestion states.
+CAPABILITIES = frozenset({"packet_lost", "ack_frames", "congestion_window", "bytes_in_flight", "smoothed_rtt",
+                          "congestion_state"})
+
+
 class Dialect:
     """qlog 0.3 / quic-events as the draft writes them; subclasses override the deviations."""
 
@@ -138,6 +145,16 @@ class Dialect:
     TRIGGERS: ClassVar[dict[str, str | None]] = {t: t for t in ev.TRIGGERS}
     #: Extra facts about the stack's qlog, added to every trace's notes.
     FACTS: ClassVar[tuple[str, ...]] = ()
+    #: What the stack's qlog carries at all, whatever one run happened to show: a
+    #: property skips for a capability the stack lacks, before it runs, never for
+    #: an event one run did not log (docs/trace.md, "Capabilities").
+    LOGS: ClassVar[frozenset[str]] = CAPABILITIES
+
+    def logs(self, capability: str) -> bool:
+        """Whether the stack's qlog can carry `capability` (one of CAPABILITIES)."""
+        if capability not in CAPABILITIES:
+            raise ValueError(f"{capability!r} is no capability; one of {', '.join(sorted(CAPABILITIES))}")
+        return capability in self.LOGS
 
     def __init__(self) -> None:
         """Handlers by full event name: the 0.3 names and the quic:* ones."""

@@ -1,0 +1,163 @@
+"""Outcomes that tell the truth: beside passed and failed, a property's case can be
+*not exercised* (its trigger never happened in any example) or *inconclusive* (no
+example could be judged: an endpoint starved of CPU, an unreadable capture), and
+neither may pass for a pass or hide a failure.
+
+- An example the run cannot decide raises ``Undecided`` and one whose trigger never
+  happened raises ``NotExercised``; both are Hypothesis rejections, so Hypothesis goes
+  on with the next example and a failure already found stays a failure (a
+  ``pytest.skip`` would end the whole property, during shrinking too).
+- The ``Ledger`` of each test counts the examples judged, and the reasons of those
+  that were not; the pytest plugin turns a case with no example judged into its own
+  outcome, ``inconclusive`` or ``not exercised``, never "passed".
+- A skip is decided before the run, from what cannot change between runs: a
+  capability the stack lacks (its dialect's ``LOGS``), a rule that does not apply to
+  the controller's family, a mode that cannot run the case. ``SKIP_REASONS`` are the
+  allowed prefixes; tests/test_outcomes_meta.py keeps every skip in properties/ so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis.errors import UnsatisfiedAssumption
+
+from harness.observe import dialects
+
+#: The only reasons a property may be skipped for, as the prefix of its message.
+SKIP_REASONS = ("capability:", "not applicable:", "real time only:")
+
+
+class Undecided(UnsatisfiedAssumption):
+    """The example could not be judged (the run was inconclusive): rejected, recorded."""
+
+
+class NotExercised(UnsatisfiedAssumption):
+    """The property's trigger never happened in this example: rejected, recorded."""
+
+
+@dataclass
+class Ledger:
+    """What the examples of one test came to."""
+
+    judged: int = 0
+    inconclusive: list[str] = field(default_factory=list)
+    not_exercised: list[str] = field(default_factory=list)
+
+    def outcome(self) -> tuple[str, str] | None:
+        """("inconclusive" | "not exercised", why) when no example was judged, else None."""
+        if self.judged:
+            return None
+        if self.inconclusive:
+            return "inconclusive", _summary(self.inconclusive)
+        if self.not_exercised:
+            return "not exercised", _summary(self.not_exercised)
+        return None
+
+    def notes(self) -> str:
+        """A line for a judged case some of whose examples were not."""
+        parts = []
+        if self.inconclusive:
+            parts.append(f"{len(self.inconclusive)} inconclusive ({_summary(self.inconclusive)})")
+        if self.not_exercised:
+            parts.append(f"{len(self.not_exercised)} not exercised ({_summary(self.not_exercised)})")
+        return f"{self.judged} example(s) judged; " + "; ".join(parts) if parts else ""
+
+
+def _summary(reasons: list[str]) -> str:
+    distinct = list(dict.fromkeys(reasons))
+    more = f" (+{len(distinct) - 2} other reasons)" if len(distinct) > 2 else ""
+    return "; ".join(distinct[:2]) + more
+
+
+def not_exercised(reason: str) -> None:
+    """Ends the example: its run never triggered what the property judges."""
+    raise NotExercised(reason)
+
+
+def require(target, capability: str) -> None:
+    """Skips the property, before anything runs, when the target's stack cannot log
+    `capability` (harness.observe.dialects.CAPABILITIES) whatever a run does."""
+    stack = target.stack
+    if not dialects.of_stack(stack.name, bool(stack.honours.get("qlog"))).logs(capability):
+        pytest.skip(f"capability: {stack.name} logs no {capability.replace('_', ' ')}")
+
+
+def not_applicable(reason: str) -> None:
+    """Skips a rule that does not apply to the target (e.g. its family has no β)."""
+    pytest.skip(f"not applicable: {reason}")
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for e in exc.exceptions for leaf in _leaves(e)]
+    return [exc]
+
+
+def settle(report, call, ledger: Ledger | None, finding: tuple[bool, str] | None) -> None:
+    """Gives a property's call-phase report the outcome its examples earned.
+
+    - No example judged (all inconclusive or not exercised, or Hypothesis found none
+      it could run): that outcome, never "passed", and a failure where a strict
+      finding expected one.
+    - A recorded finding expects the failure it describes, an assertion of the
+      property: any other exception (a TypeError, a harness error, a TLC timeout) in
+      such a case fails the run instead of passing for the finding.
+    - A strict finding's case that is skipped fails: the finding cannot be confirmed.
+    """
+    from hypothesis.errors import Unsatisfiable
+
+    exc = call.excinfo.value if call.excinfo else None
+    strict = bool(finding and finding[0])
+    xfailed = report.skipped and hasattr(report, "wasxfail")
+    if ledger is not None and (report.passed or isinstance(exc, Unsatisfiable)):
+        undecided = ledger.outcome()
+        if undecided is not None:
+            kind, why = undecided
+            if strict:
+                _fail(report, f"a strict finding expects a failure here, yet no example was judged: {kind}: {why}")
+            else:
+                _mark(report, kind, why)
+            return
+    if xfailed and exc is not None:
+        others = [e for e in _leaves(exc) if not isinstance(e, AssertionError)]
+        if others:
+            what = ", ".join(sorted({type(e).__name__ for e in others}))
+            _fail(report, f"the recorded finding ({finding[1] if finding else report.wasxfail}) describes a failed "
+                          f"assertion of the property; this case failed with {what} instead", keep_repr=True)
+            return
+    if report.skipped and not xfailed and strict:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _fail(report, f"a strict finding expects a failure here, yet the case was skipped: {reason}")
+        return
+    if report.passed and ledger is not None and ledger.notes():
+        report.sections.append(("longlook outcome", ledger.notes()))
+
+
+def _fail(report, message: str, keep_repr: bool = False) -> None:
+    report.outcome = "failed"
+    if hasattr(report, "wasxfail"):
+        del report.wasxfail
+    if keep_repr and report.longrepr is not None and not isinstance(report.longrepr, tuple):
+        report.sections.append(("longlook outcome", message))
+    else:
+        report.longrepr = message
+
+
+def _mark(report, kind: str, why: str) -> None:
+    report.outcome = "skipped"
+    if hasattr(report, "wasxfail"):
+        del report.wasxfail
+    path, line, _ = report.location
+    report.longrepr = (str(path), (line or 0) + 1, f"{kind}: {why}")
+    report.longlook_outcome = kind
+
+
+def status_of(report) -> tuple[str, str, str] | None:
+    """pytest's (category, letter, word) for our own outcomes, so the summary line
+    counts them apart ("3 inconclusive", "1 not exercised"), never as skips."""
+    kind = getattr(report, "longlook_outcome", None)
+    if kind is None or report.when != "call":
+        return None
+    return kind, "I" if kind == "inconclusive" else "N", kind.upper()

@@ -1,0 +1,100 @@
+"""Issue 27: outcomes that tell the truth. A property judges what a run shows or says
+it was not exercised or inconclusive; a recorded finding expects only the failure it
+describes; a strict finding's case that is skipped or undecided fails."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from hypothesis.errors import Unsatisfiable
+
+from harness.verdict.outcomes import Ledger, settle, status_of
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _report(outcome: str, wasxfail: str | None = None, longrepr=None):
+    r = types.SimpleNamespace(outcome=outcome, when="call", location=("properties/test_x.py", 9, "test_x"),
+                              longrepr=longrepr, sections=[])
+    r.passed, r.failed, r.skipped = outcome == "passed", outcome == "failed", outcome == "skipped"
+    if wasxfail is not None:
+        r.wasxfail = wasxfail
+    return r
+
+
+def _call(exc: BaseException | None = None):
+    return types.SimpleNamespace(excinfo=types.SimpleNamespace(value=exc) if exc else None)
+
+
+def _refresh(r):
+    r.passed, r.failed, r.skipped = r.outcome == "passed", r.outcome == "failed", r.outcome == "skipped"
+    return r
+
+
+def test_a_case_with_no_example_judged_is_inconclusive_not_passed():
+    r = _report("passed")
+    settle(r, _call(), Ledger(inconclusive=["aioquic server waited 1.2 s for a CPU"]), None)
+    assert _refresh(r).skipped and r.longrepr[2].startswith("inconclusive: aioquic server waited")
+    assert status_of(r) == ("inconclusive", "I", "INCONCLUSIVE")
+
+
+def test_a_case_whose_trigger_never_happened_is_not_exercised():
+    r = _report("passed")
+    settle(r, _call(), Ledger(not_exercised=["no window reduction"]), None)
+    assert _refresh(r).skipped and status_of(r)[0] == "not exercised"
+
+
+def test_hypothesis_finding_nothing_to_run_is_the_same():
+    r = _report("failed", longrepr="Unsatisfiable")
+    settle(r, _call(Unsatisfiable("x")), Ledger(inconclusive=["no readable qlog"]), None)
+    assert _refresh(r).skipped and status_of(r)[0] == "inconclusive"
+
+
+def test_a_judged_case_stays_passed_with_a_note():
+    r = _report("passed")
+    settle(r, _call(), Ledger(judged=2, inconclusive=["busy"]), None)
+    assert _refresh(r).passed and status_of(r) is None and "2 example(s) judged" in r.sections[0][1]
+
+
+def test_a_strict_finding_that_was_not_judged_fails():
+    r = _report("passed")
+    settle(r, _call(), Ledger(inconclusive=["busy"]), (True, "F1: …"))
+    assert _refresh(r).failed and "strict finding" in r.longrepr
+
+
+def test_a_strict_finding_that_was_skipped_fails():
+    r = _report("skipped", longrepr=("p", 1, "capability: quiche logs no packet lost"))
+    settle(r, _call(), Ledger(), (True, "F3: …"))
+    assert _refresh(r).failed and "skipped: capability" in r.longrepr
+
+
+def test_a_finding_expects_an_assertion_not_any_exception():
+    r = _report("skipped", wasxfail="F1: …", longrepr="TypeError: …")
+    settle(r, _call(TypeError("bug in the property")), Ledger(judged=1), (True, "F1: …"))
+    assert _refresh(r).failed and not hasattr(r, "wasxfail") and "TypeError" in r.sections[0][1]
+    # Several failures at once (Hypothesis' group): every one must be an assertion.
+    r2 = _report("skipped", wasxfail="F1: …", longrepr="group")
+    group = ExceptionGroup("two", [AssertionError("cut to 0.7"), KeyError("x")])
+    settle(r2, _call(group), Ledger(judged=1), (False, "F1: …"))
+    assert _refresh(r2).failed
+    r3 = _report("skipped", wasxfail="F1: …", longrepr="AssertionError")
+    settle(r3, _call(ExceptionGroup("two", [AssertionError("a"), AssertionError("b")])), Ledger(judged=1), (True, "F1"))
+    assert _refresh(r3).skipped and r3.wasxfail
+
+
+@pytest.mark.slow
+def test_two_cuts_without_loss_fail_the_one_reduction_property(tmp_path):
+    """The planted controller of issue 27 (tests/mutants/cuts_without_loss.py) fails,
+    in virtual time, the property that used to skip it."""
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "properties/test_window.py::test_one_window_reduction_per_recovery_period",
+         "--impl", "aioquic", "--cc", "tests.mutants.cuts_without_loss:CutsWithoutLoss", "--mode", "virtual",
+         "--no-real-recheck", "--hypothesis-profile", "ci", "--artifacts", str(tmp_path), "-p", "no:cacheprovider",
+         "-q"], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and "1 failed" in r.stdout, out[-3000:]
+    assert "was of a packet sent before that recovery began" in out and "SKIPPED" not in out
