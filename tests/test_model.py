@@ -113,7 +113,7 @@ def test_partial_trace_is_validated_as_a_prefix(finder):
 
 
 def test_aioquic_cubic_growth_in_recovery_is_rejected(finder):
-    """Finding F4 (docs/findings.md): the window grows inside a recovery period."""
+    """Finding F5 (docs/findings.md): the window grows inside a recovery period."""
     verdict = validate.validate(_trace("aioquic-cubic-loss.ndjson"), "cubic")
     assert not verdict.accepted
     assert verdict.mismatch.state == "Recovery" and verdict.mismatch.variables["reductions"] == 1
