@@ -85,6 +85,12 @@ class Verdict:
     mutant: Mutant
     killed_by: dict | None = None
     equivalent_by: list[str] = field(default_factory=list)
+    #: Properties the mutant fails where its stock was only inconclusive or skipped:
+    #: nothing tells whether they kill it, so the mutant is undecided, not equivalent.
+    undecided_by: list[str] = field(default_factory=list)
+    #: Failures that are no verdict of a property (a harness error, a crash, a
+    #: transfer that never completed): reported apart, never a kill.
+    errors: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     wall_s: float = 0.0
     events: int | None = None
@@ -187,6 +193,11 @@ class Stock:
         everything = {p for r in self.runs for p in r.outcomes()}
         return sorted(everything - set(self.passed_always()))
 
+    def failed_sometimes(self) -> set[str]:
+        """Properties the stock failed (or xfailed, a recorded finding) in some run:
+        only these can make a mutant that fails them equivalent."""
+        return {p for r in self.runs for p, o in r.outcomes().items() if o in ("failed", "xfailed")}
+
     def false_kills(self) -> list[str]:
         """Properties a stock run failed outright. Recorded findings are xfails; a
         strict one that passes is reported failed ([XPASS(strict)]), so it counts
@@ -238,18 +249,32 @@ def run_mutant(m: Mutant, stock: Stock, out: Path, profile: str, report: bool) -
             extra = run_pytest(m.name + " (stock-failing properties)", m.stack, m.cc, others, e, profile,
                                stop_at_failure=False)
     v = Verdict(m, wall_s=run.wall_s + (extra.wall_s if extra else 0.0))
-    v.failed = [_prop(r["nodeid"]) for r in run.records + (extra.records if extra else []) if r["outcome"] == "failed"]
+    records = run.records + (extra.records if extra else [])
+    v.failed = [_prop(r["nodeid"]) for r in records if r["outcome"] == "failed"]
+    v.errors = sorted({f"{_prop(r['nodeid']).split('::')[-1]}: {r.get('message') or '?'}" for r in records
+                       if r["outcome"] in ("failed", "error") and not is_verdict(r)})
     v.killed_by = _kill(run, passing)
     if v.killed_by is None and extra is not None:
-        v.equivalent_by = sorted({_prop(r["nodeid"]) for r in extra.records if r["outcome"] == "failed"})
+        failing = {_prop(r["nodeid"]) for r in extra.records if is_verdict(r)}
+        v.equivalent_by = sorted(failing & stock.failed_sometimes())
+        v.undecided_by = sorted(failing - stock.failed_sometimes())
     example = (v.killed_by or {}).get("example")
     if example and (Path(example) / "example.json").exists():
         v.events = impairment_events(json.loads((Path(example) / "example.json").read_text())["schedule"])
     return v
 
 
+def is_verdict(record: dict) -> bool:
+    """Whether a failed record is a property's own verdict: its assertion, on a
+    transfer that completed. A harness error, a TLC time-out, a crash or a transfer
+    that never finished is no kill, however the mutant caused it."""
+    message = record.get("message") or ""
+    return (record["outcome"] == "failed" and message.startswith("AssertionError")
+            and ": transfer failed:" not in message)
+
+
 def _kill(run: Run, passing: list[str]) -> dict | None:
-    return next((r for r in run.records if r["outcome"] == "failed" and _prop(r["nodeid"]) in passing), None)
+    return next((r for r in run.records if is_verdict(r) and _prop(r["nodeid"]) in passing), None)
 
 
 def table(verdicts: list[Verdict], stocks: list[Stock], markdown: bool) -> str:
@@ -262,6 +287,9 @@ def table(verdicts: list[Verdict], stocks: list[Stock], markdown: bool) -> str:
         elif v.equivalent_by:
             rows.append((v.mutant.name, v.mutant.stack, v.mutant.bug, "—", "—", "—",
                          "equivalent: stock fails " + ", ".join(p.split("::")[-1] for p in v.equivalent_by)))
+        elif v.undecided_by:
+            rows.append((v.mutant.name, v.mutant.stack, v.mutant.bug, "—", "—", "—",
+                         "undecided: stock inconclusive on " + ", ".join(p.split("::")[-1] for p in v.undecided_by)))
         else:
             rows.append((v.mutant.name, v.mutant.stack, v.mutant.bug, "—", "—", "—", "SURVIVED"))
     for s in stocks:
@@ -280,11 +308,15 @@ def table(verdicts: list[Verdict], stocks: list[Stock], markdown: bool) -> str:
 def summary(verdicts: list[Verdict]) -> str:
     killed = [v for v in verdicts if v.killed_by]
     equivalent = [v for v in verdicts if not v.killed_by and v.equivalent_by]
-    scored = len(verdicts) - len(equivalent)
+    undecided = [v for v in verdicts if not v.killed_by and not v.equivalent_by and v.undecided_by]
+    errors = [v for v in verdicts if v.errors]
+    scored = len(verdicts) - len(equivalent) - len(undecided)
     times = [v.killed_by["time_to_failure_s"] for v in killed]
     events = [v.events for v in killed if v.events is not None]
     parts = [f"mutation score {len(killed)}/{scored} = {100 * len(killed) / scored:.0f}%" if scored else "no mutants",
-             f"({len(equivalent)} equivalent on their stack, not scored)" if equivalent else ""]
+             f"({len(equivalent)} equivalent on their stack, not scored)" if equivalent else "",
+             f"({len(undecided)} undecided: stock inconclusive, not scored)" if undecided else "",
+             f"{len(errors)} with harness errors apart from verdicts" if errors else ""]
     if times:
         parts.append(f"median time to kill {statistics.median(times):.0f} s")
     if events:
@@ -344,7 +376,8 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
         "mutants": [{"name": v.mutant.name, "stack": v.mutant.stack, "cc": v.mutant.cc, "bug": v.mutant.bug,
                      "killed_by": v.killed_by, "events": v.events, "equivalent_by": v.equivalent_by,
-                     "failed": v.failed, "wall_s": round(v.wall_s)} for v in verdicts],
+                     "undecided_by": v.undecided_by, "errors": v.errors, "failed": v.failed,
+                     "wall_s": round(v.wall_s)} for v in verdicts],
         "stock": [{"stack": s.stack, "cc": s.cc, "passed_every_run": s.passed_always(),
                    "false_kills": s.false_kills(), "runs": [r.outcomes() for r in s.runs]} for s in stocks.values()],
     }
@@ -355,7 +388,10 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(table(verdicts, list(stocks.values()), markdown=True))
     print(f"total {_clock(time.monotonic() - started)}; details in {a.out / 'results.json'}")
-    survived = [v for v in verdicts if not v.killed_by and not v.equivalent_by]
+    for v in verdicts:
+        for error in v.errors:
+            print(f"error (no verdict, not a kill): {v.mutant.name}: {error}")
+    survived = [v for v in verdicts if not v.killed_by and not v.equivalent_by and not v.undecided_by]
     false_kills = [s for s in stocks.values() if s.false_kills()]
     return 1 if survived or false_kills else 0
 

@@ -135,3 +135,48 @@ def test_a_flaky_findings_pass_is_no_false_kill():
     # xpassed: a non-strict (flaky) finding passed; a strict one that passes is "failed".
     assert zoo.Stock("quinn", "newreno", [run("passed"), run("xpassed")]).false_kills() == []
     assert zoo.Stock("quinn", "newreno", [run("passed"), run("failed")]).false_kills() == ["properties/test_u.py::test_u"]
+
+
+def _zoo():
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    try:
+        return importlib.import_module("mutants")
+    finally:
+        sys.path.remove(str(REPO_ROOT / "scripts"))
+
+
+def test_only_a_property_assertion_on_a_completed_transfer_is_a_kill():
+    """Issue 27: a harness error, a crash or a transfer that never finished is no kill."""
+    zoo = _zoo()
+    rec = {"nodeid": "properties/test_w.py::test_w[aioquic-newreno]", "outcome": "failed"}
+    assert zoo.is_verdict(rec | {"message": "AssertionError: aioquic-newreno: cwnd 1200 < kMinimumWindow 2504"})
+    assert not zoo.is_verdict(rec | {"message": "AssertionError: aioquic-newreno: transfer failed: client exited 1"})
+    assert not zoo.is_verdict(rec | {"message": "harness.model.tlc.TlcError: TLC timed out"})
+    assert not zoo.is_verdict(rec | {"message": None})
+    assert not zoo.is_verdict(rec | {"outcome": "error", "message": "AssertionError: x"})
+
+
+def test_a_mutant_is_equivalent_only_where_its_stock_failed(tmp_path, monkeypatch):
+    """A property the stock was merely inconclusive on leaves the mutant undecided,
+    never equivalent; errors are reported apart."""
+    zoo = _zoo()
+    prop = "properties/test_u.py::test_u"
+
+    def run(outcome, message=None):
+        return zoo.Run(records=[{"nodeid": f"{prop}[aioquic-newreno]", "outcome": outcome, "duration_s": 1.0,
+                                 "time_to_failure_s": 1.0, "example": None, "message": message}],
+                       wall_s=1.0, returncode=0)
+
+    failing = run("failed", "AssertionError: aioquic-newreno: the window grew while app-limited")
+    mutant = zoo.Mutant("m", "aioquic", "tests.mutants.m:M", "newreno", "a bug")
+    calls = iter([zoo.Run(records=[], wall_s=1.0, returncode=0), failing])
+    monkeypatch.setattr(zoo, "run_pytest", lambda *a, **k: next(calls))
+    undecided = zoo.run_mutant(mutant, zoo.Stock("aioquic", "newreno", [run("skipped")]), tmp_path, "ci", False)
+    assert undecided.undecided_by == [prop] and undecided.equivalent_by == [] and undecided.killed_by is None
+    calls = iter([zoo.Run(records=[], wall_s=1.0, returncode=0), failing])
+    equivalent = zoo.run_mutant(mutant, zoo.Stock("aioquic", "newreno", [run("xfailed")]), tmp_path, "ci", False)
+    assert equivalent.equivalent_by == [prop] and equivalent.undecided_by == []
+    crashing = run("failed", "ConnectionResetError: the endpoint crashed")
+    calls = iter([crashing])
+    errored = zoo.run_mutant(mutant, zoo.Stock("aioquic", "newreno", [run("passed")]), tmp_path, "ci", False)
+    assert errored.killed_by is None and errored.errors and "ConnectionResetError" in errored.errors[0]
