@@ -202,11 +202,24 @@ def test_unsupported_option_exits_127(tmp_path, env):
 
 
 def test_fixed_initial_window_and_datagram_size_are_honoured(bench):
-    """32 packets is quic-go's own initial window; 1350 bytes caps every client packet."""
-    client, server = transfer(QUICGO_RUN, QUICGO_RUN, bench, ["big"],
-                              LL_INITIAL_WINDOW="32", LL_MAX_DATAGRAM_SIZE="1350")
-    sent = [e for e in qlog_events(client.qlogdir) if e["name"] == "transport:packet_sent"]
-    assert max(e["data"]["raw"]["length"] for e in sent) <= 1350
+    """The data sender's full packets are exactly LL_MAX_DATAGRAM_SIZE (1400, above the
+    1252 B default, so a size left at its default fails), and its window starts at
+    quic-go's fixed 32 of them; any other LL_INITIAL_WINDOW is refused (127)."""
+    size = 1400
+    server, server_side = start_server(QUICGO_RUN, bench, LL_INITIAL_WINDOW="32", LL_MAX_DATAGRAM_SIZE=str(size))
+    try:
+        run_client(QUICGO_RUN, bench, ["big"], LL_MAX_DATAGRAM_SIZE=str(size))
+    finally:
+        stop_server(server, server_side)
+    events = qlog_events(server_side.qlogdir)
+    sent = [e["data"]["raw"]["length"] for e in events if e["name"] == "transport:packet_sent"]
+    assert max(sent) == size, f"largest packet {max(sent)} B, LL_MAX_DATAGRAM_SIZE={size}"
+    windows = [e["data"]["congestion_window"] for e in events
+               if e["name"] == "recovery:metrics_updated" and "congestion_window" in e["data"]]
+    assert windows and windows[0] == 32 * size, f"first window {windows[:1]}, expected 32 × {size}"
+    refused = Side(bench["base"] / "refused", "server", LL_INITIAL_WINDOW="33", LL_ADDR="127.0.0.1",
+                   LL_PORT=str(bench["port"]), LL_WWW=str(bench["www"]), LL_CERTS=str(bench["certs"]))
+    assert subprocess.run([str(QUICGO_RUN)], env=refused.env, capture_output=True, timeout=10).returncode == 127
 
 
 def aioquic_available() -> str | None:

@@ -56,7 +56,9 @@ def test_mutant_fails_the_property_with_a_replay_line(aioquic_built, tmp_path):
 
 def test_stock_controller_passes_the_same_property(aioquic_built, tmp_path):
     r = _pytest(PROPERTY, "--cc", "newreno", artifacts=tmp_path / "b")
-    assert r.returncode == 0, r.stdout[-3000:]
+    # Exit 0 alone would also be an all-skipped or inconclusive run: it must be judged.
+    assert r.returncode == 0 and re.search(r"\b1 passed\b", r.stdout) and "skipped" not in r.stdout \
+        and "inconclusive" not in r.stdout, r.stdout[-3000:]
 
 
 def test_a_recorded_finding_is_not_shrunk_again_under_ci(monkeypatch):
