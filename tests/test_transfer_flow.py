@@ -105,3 +105,21 @@ def test_a_capture_without_quic_names_no_server(tmp_path):
     path = tmp_path / "server.pcap"
     wrpcap(str(path), [IP(src="198.18.0.1", dst="198.19.0.1") / UDP(sport=1, dport=2) / b"\x00" * 20])
     assert first_initial_destination(path) == set()
+
+
+@pytest.mark.parametrize("env", [{"LONGLOOK_BACKEND": "docker"},
+                                 {"LONGLOOK_BACKEND": "local", "LONGLOOK_IMPL_CMD": "tests/endpoints/qir-aioquic.sh"}])
+def test_the_kernel_tcp_baseline_always_runs_locally(monkeypatch, env):
+    """The baseline a property compares against is the host's kernel: never an image
+    (no image of it exists) and never the user's command standing in for the stack."""
+    from harness.testbed import docker_backend
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    tcp = docker_backend.load_for_run("tcp")
+    assert tcp.name == "tcp" and tcp.command is None and docker_backend.runs_locally(tcp)
+    assert docker_backend.provenance(tcp) == {"backend": "local"}
+    if env["LONGLOOK_BACKEND"] == "docker":
+        assert not docker_backend.runs_locally(docker_backend.load_for_run("aioquic"))
+    else:
+        assert docker_backend.load_for_run("aioquic").command is not None

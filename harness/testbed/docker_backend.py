@@ -94,10 +94,23 @@ def load_stack(name: str) -> Stack:
         raise StackError(f"{STACKS_FILE}: entry {name!r} malformed ({e!r}); see docs/docker.md") from None
 
 
+#: The kernel TCP baseline (and competitor): the host's kernel, never an image or a
+#: user's command, whatever the backend of the stack under test.
+KERNEL_BASELINE = "tcp"
+
+
+def runs_locally(stack: Stack) -> bool:
+    """Whether `stack` runs in the namespaces whatever the backend in force."""
+    return stack.name == KERNEL_BASELINE and stack.command is None
+
+
 def load_for_run(name: str) -> Stack:
     """The stack `name` as the backend in force runs it: ours or a command entry of
     the stacks file locally, any entry under Docker; with $LONGLOOK_IMPL_CMD, run
-    through that command. StackError names the fix."""
+    through that command. The kernel TCP baseline is always ours, run locally.
+    StackError names the fix."""
+    if name == KERNEL_BASELINE:
+        return endpoints.load(name)
     if backend() == "docker":
         stack = load_stack(name)
     elif name in endpoints.STACKS:
@@ -134,7 +147,7 @@ def image_for(stack: str) -> str:
 
 def open_testbed(schedule: Schedule, out_dir: Path, stack: Stack, pcap: bool = True) -> Testbed:
     """The testbed of the backend in force for one run of `stack`."""
-    if backend() == "docker":
+    if backend() == "docker" and not runs_locally(stack):
         if stack.command:
             raise TestbedError(f"{stack.name} is a command ({commands.describe(stack)}): it runs with --backend local")
         return DockerTestbed(schedule, out_dir, image_for(stack.name), pcap=pcap)
@@ -143,7 +156,7 @@ def open_testbed(schedule: Schedule, out_dir: Path, stack: Stack, pcap: bool = T
 
 def provenance(stack: Stack) -> dict:
     """What ran `stack` in this run, for example.json: a replay runs it the same way."""
-    record: dict = {"backend": backend()}
+    record: dict = {"backend": "local" if runs_locally(stack) else backend()}
     if record["backend"] == "docker":
         record["image"] = image_for(stack.name)
     if stack.command:
@@ -187,6 +200,13 @@ class DockerTestbed(Testbed):
             (self.out / role / "qlog").mkdir(parents=True, exist_ok=True)
         (self.out / "client" / "downloads").mkdir(exist_ok=True)
         self._flows = self.flows(stack, plan, SERVER_PORT)
+        if plan.quic_flows > 1:
+            # One client container per testbed: competing QUIC clients are not run
+            # here, and a run with fewer flows than its plan judges nothing.
+            # The server's stand-in exits 127: the contract's "unsupported".
+            return self._result(stack, opts, _Exited(127), None, digests, 0.0,
+                                f"the Docker backend runs one client container; this plan has {plan.quic_flows} "
+                                f"QUIC clients (run it with --backend local)")
         t0 = time.monotonic()
         try:
             self._start_containers(plan, opts, list(digests))
