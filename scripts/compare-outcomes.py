@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             undecided.append(line)
         else:
             (tolerated if _key(test_id) in flaky else differ).append(line)
-    same = len(set(a) & set(b)) - len(differ) - len(tolerated) - len(undecided)
+    same = sum(1 for test_id in set(a) & set(b) if a[test_id] == b[test_id])
     print(f"compare-outcomes: {same} cases alike, {len(tolerated)} differ on a non-strict finding, "
           f"{len(undecided)} undecided on one side, {len(differ)} differ "
           f"({args.label_a}: {len(a)} cases, {args.label_b}: {len(b)})")

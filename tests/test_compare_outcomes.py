@@ -56,7 +56,7 @@ def test_a_missing_case_is_a_difference(tmp_path):
     a = _junit(tmp_path, "a.xml", {"test_a[aioquic-cubic]": "passed", "test_b[aioquic-cubic]": "passed"})
     b = _junit(tmp_path, "b.xml", {"test_a[aioquic-cubic]": "passed"})
     r = _compare(a, b)
-    assert r.returncode == 1 and "b absent" in r.stdout
+    assert r.returncode == 1 and "b absent" in r.stdout and "1 cases alike" in r.stdout, r.stdout
 
 
 def test_only_a_non_strict_findings_case_is_forgiven(tmp_path):
