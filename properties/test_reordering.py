@@ -7,10 +7,11 @@ packets are acknowledged, or kTimeThreshold (9/8 RTT) has passed. Kakhki et al.
 
 from __future__ import annotations
 
-from hypothesis import assume, example, given
+from hypothesis import example, given
 
 from harness.schedule import TransferPlan, strategies
-from harness.verdict import analysis
+from harness.verdict import analysis, outcomes
+from harness.verdict.bounds import BETA
 
 PLAN = TransferPlan(sizes=(1_000_000,))
 #: kTimeThreshold − 1: a datagram arriving more than RTT/8 after it would have
@@ -40,19 +41,22 @@ def held_extra_delays(records, held):
 def test_reordering_below_threshold_causes_no_recovery(longlook, target, schedule):
     """Datagrams held behind fewer than kPacketThreshold others, and for less than
     the time threshold's RTT/8 of extra delay, on a link that drops nothing, cause no
-    loss declaration and no window reduction."""
+    loss declaration and, for a loss-based controller, no window reduction (a BBR
+    sender lowers its window by its model, e.g. in ProbeRTT, without any loss)."""
     with longlook.run(target, schedule, PLAN) as obs:
         assert obs.result.ok, f"{target.id}: transfer failed: {obs.result.reason}"
         drops = [r for r in obs.ground_truth.records if r.dir == "s2c" and r.fate == "dropped"]
         # The queue can still overflow in slow start; then losses are real and this
         # example says nothing about reordering.
-        assume(not drops)
+        if drops:
+            outcomes.not_exercised(f"the queue dropped {len(drops)} datagrams: real losses, not reordering")
         held = [r for r in obs.ground_truth.records if "held" in r.marks and r.dir == "s2c"]
         # A hold is by depth; if the sender paused, the datagrams that overtake the
         # held one come late, and the time threshold may rightly declare it lost.
         late = [(r.idx, extra) for r, extra in held_extra_delays(obs.ground_truth.records, held)
                 if extra > TIME_SLACK * schedule_rtt_us(schedule)]
-        assume(not late)
+        if late:
+            outcomes.not_exercised(f"{len(late)} held datagrams came late beyond the time threshold's slack")
         trace = obs.sender
         declared = analysis.losses(trace)
         assert not declared, (
@@ -60,5 +64,6 @@ def test_reordering_below_threshold_causes_no_recovery(longlook, target, schedul
             f"triggers {sorted({str(l.trigger) for l in declared})}) although the link dropped nothing; "
             f"{len(held)} datagrams were held behind at most 2 others"
         )
-        cuts = analysis.reductions(trace)
-        assert not cuts, f"{target.id}: window reduced without any loss: {cuts[0].describe()}"
+        if target.cc.family in BETA:
+            cuts = analysis.reductions(trace)
+            assert not cuts, f"{target.id}: window reduced without any loss: {cuts[0].describe()}"
