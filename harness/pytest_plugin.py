@@ -30,6 +30,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
+from harness.verdict import profiles
+from harness.verdict.profiles import CI_SHRINK_SECONDS
+
 IMPL_HELP = "stacks to test, comma-separated (default: every stack that is built)"
 CC_HELP = "congestion control for every stack: a name (newreno, cubic, bbr) or module:Factory"
 ARTIFACTS_HELP = "directory for the examples' artifacts (default: artifacts/)"
@@ -68,10 +71,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--no-real-recheck", action="store_true", help=RECHECK_HELP)
     g.addoption("--image", default=os.environ.get("LONGLOOK_IMAGE"), help=IMAGE_HELP)
     g.addoption("--impl-cmd", default=os.environ.get("LONGLOOK_IMPL_CMD"), help=IMPL_CMD_HELP)
-
-
-from harness.verdict import profiles  # noqa: E402  (after Hypothesis' profiles are registered)
-from harness.verdict.profiles import CI_SHRINK_SECONDS  # noqa: E402
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -194,13 +193,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             reason = table.get((name, getattr(callspec, "id", None))) or table.get((name, getattr(target, "id", None)))
             if reason:
                 item.add_marker(pytest.mark.xfail(strict=strict, reason=reason))
-                item.stash[KNOWN_FINDING] = True
                 item.stash[FINDING] = (strict, reason)
 
 
-#: Set on items whose target has a recorded finding for the property.
-KNOWN_FINDING = pytest.StashKey[bool]()
-#: The finding itself: (strict, reason).
+#: On items whose case has a recorded finding: (strict, reason).
 FINDING = pytest.StashKey[tuple]()
 
 
@@ -209,7 +205,7 @@ def pytest_runtest_call(item: pytest.Item):
     """Under ci, a recorded finding is not shrunk again: its minimal schedule is in
     docs/findings.md, and shrinking it cost up to CI_SHRINK_SECONDS per case of the
     gate's time. The xfail still fails loudly if the stack stops failing."""
-    if profiles.PROFILE != "ci" or not item.stash.get(KNOWN_FINDING, False):
+    if profiles.PROFILE != "ci" or FINDING not in item.stash:
         yield
         return
     from hypothesis.internal.conjecture import engine
