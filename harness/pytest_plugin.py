@@ -175,14 +175,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         from harness.virtual.recheck import skip_real_time_only
 
         skip_real_time_only(items)
-    try:
-        from harness.verdict.findings import FINDINGS
-    except ImportError:
-        return
-    try:
-        from harness.verdict.findings import FLAKY_FINDINGS
-    except ImportError:
-        FLAKY_FINDINGS = {}
+    from harness.verdict.findings import FINDINGS, FLAKY_FINDINGS, SIGNATURES
+
     for item in items:
         callspec = getattr(item, "callspec", None)
         target = getattr(callspec, "params", {}).get("target")
@@ -190,31 +184,71 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # Keyed by the target, or by the whole parametrisation where a property has
         # more parameters than the target (e.g. "aioquic-cubic-4": four TCP flows).
         for table, strict in ((FINDINGS, True), (FLAKY_FINDINGS, False)):
-            reason = table.get((name, getattr(callspec, "id", None))) or table.get((name, getattr(target, "id", None)))
-            if reason:
-                item.add_marker(pytest.mark.xfail(strict=strict, reason=reason))
-                item.stash[FINDING] = (strict, reason)
+            key = next((k for k in ((name, getattr(callspec, "id", None)), (name, getattr(target, "id", None)))
+                        if k in table), None)
+            if key:
+                item.add_marker(pytest.mark.xfail(strict=strict, reason=table[key]))
+                item.stash[FINDING] = (strict, table[key], SIGNATURES[key])
 
 
-#: On items whose case has a recorded finding: (strict, reason).
+#: On items whose case has a recorded finding: (strict, reason, signature).
 FINDING = pytest.StashKey[tuple]()
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    """Under ci, a recorded finding is not shrunk again: its minimal schedule is in
-    docs/findings.md, and shrinking it cost up to CI_SHRINK_SECONDS per case of the
-    gate's time. The xfail still fails loudly if the stack stops failing."""
-    if profiles.PROFILE != "ci" or FINDING not in item.stash:
+    """A case with a recorded finding:
+    - under ci, is not shrunk again: its minimal schedule is in docs/findings.md, and
+      shrinking it cost up to CI_SHRINK_SECONDS per case of the gate's time (the
+      xfail still fails loudly if the stack stops failing);
+    - when an explicit example reproduced the finding, searches on: Hypothesis runs
+      no generated example once an explicit one failed, so a second, different
+      deviation of the case would never be looked for. The generated phase runs
+      again alone, and what it finds joins the failure (harness/verdict/outcomes.py
+      then fails the run unless every failure matches the finding's signature)."""
+    if FINDING not in item.stash:
         yield
         return
     from hypothesis.internal.conjecture import engine
 
-    engine.MAX_SHRINKING_SECONDS = 0
+    quick = profiles.PROFILE == "ci"
+    if quick:
+        engine.MAX_SHRINKING_SECONDS = 0
     try:
-        yield
+        outcome = yield
+        found = outcome.exception if outcome is not None else None
+        if isinstance(found, Exception) and _from_explicit_example(found):
+            more = _search_generated(item)
+            if more is not None:
+                outcome.force_exception(ExceptionGroup("the finding's explicit example, then the generated "
+                                                       "examples", [found, more]))
     finally:
-        engine.MAX_SHRINKING_SECONDS = CI_SHRINK_SECONDS
+        if quick:
+            engine.MAX_SHRINKING_SECONDS = CI_SHRINK_SECONDS
+
+
+def _from_explicit_example(exc: BaseException) -> bool:
+    leaves = exc.exceptions if isinstance(exc, BaseExceptionGroup) else [exc]
+    return any("explicit example" in note for leaf in leaves for note in getattr(leaf, "__notes__", []))
+
+
+def _search_generated(item: pytest.Item) -> Exception | None:
+    """Runs the case's generated examples only; their failure, if any."""
+    from hypothesis import Phase, settings
+
+    test = getattr(item, "obj", None)
+    current = getattr(test, "_hypothesis_internal_use_settings", None)
+    if current is None:
+        return None
+    test._hypothesis_internal_use_settings = settings(
+        current, phases=[p for p in current.phases if p is not Phase.explicit])
+    try:
+        item.runtest()
+    except Exception as e:  # a skip or an interrupt is no further failure: let it be
+        return e
+    finally:
+        test._hypothesis_internal_use_settings = current
+    return None
 
 
 def pytest_report_teststatus(report, config):

@@ -17,6 +17,7 @@ from hypothesis import example, given
 from harness.schedule import TransferPlan, strategies
 from harness.verdict import analysis, outcomes
 from harness.verdict.bounds import BETA
+from harness.verdict.deviation import check
 
 #: 40 objects of 3000 bytes (three datagrams), 20 ms apart.
 PLAN = TransferPlan(sizes=(3_000,) * 40, testcase="appidle", think_ms=20)
@@ -38,15 +39,15 @@ def test_no_window_growth_while_application_limited(longlook, target, schedule):
         outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}) has no slow start or congestion "
                                 f"avoidance for RFC 9002 §7.8 to restrain")
     with longlook.run(target, schedule, PLAN) as obs:
-        assert obs.result.ok, f"{target.id}: transfer failed: {obs.result.reason}"
+        obs.completed()
         trace = obs.sender
         series = analysis.inflight_between_window_changes(trace)
         for (t, before, after, peak) in series:
             if after <= before:
                 continue
-            assert peak is not None and peak >= UTILISED_FRACTION * before, (
+            check(peak is not None and peak >= UTILISED_FRACTION * before, "growth-while-app-limited", (
                 f"{target.id}: cwnd grew {before} → {after} at t={t / 1e6:.3f} s while at most "
                 f"{peak} bytes were in flight since the window was last set "
                 f"(< {UTILISED_FRACTION:.0%} of it): the sender was application-limited "
                 f"({len(PLAN.sizes)} objects of {PLAN.sizes[0]} bytes, {PLAN.think_ms} ms apart)"
-            )
+            ), growth_bytes=after - before, inflight_share=(peak or 0) / before)

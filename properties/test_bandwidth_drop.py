@@ -41,6 +41,7 @@ from harness.schedule.strategies import BaseLink
 from harness.verdict import outcomes
 from harness.verdict.bounds import BETA, transfer_time_bound_s
 from harness.verdict.profiles import slow
+from harness.verdict.deviation import check
 
 #: Most of the flow's datagrams the bottleneck may drop once the sender has fitted.
 OVERFLOW_SHARE = 0.02
@@ -109,7 +110,7 @@ def test_sender_fits_a_sudden_bandwidth_drop(longlook, target, schedule):
     path = DroppedPath(schedule)
     plan = path.plan()
     with longlook.run(target, schedule, plan, timeout_s=transfer_time_bound_s(schedule, sum(plan.sizes))) as obs:
-        assert obs.result.ok, f"{target.id}: transfer failed: {obs.result.reason}"
+        obs.completed()
         busy = obs.result.saturated()
         if busy:
             raise Inconclusive(f"{busy}: endpoint-bound, not link-bound")
@@ -136,11 +137,11 @@ def test_sender_fits_a_sudden_bandwidth_drop(longlook, target, schedule):
             f"queueing delay there: median {queued[len(queued) // 2] / 1e3:.0f} ms, least {queued[0] / 1e3:.0f} ms"
             if queued else "no datagram delivered in the watched window"
         )
-        assert len(overflowed) <= OVERFLOW_SHARE * len(arrived), (
+        check(len(overflowed) <= OVERFLOW_SHARE * len(arrived), "overflow-after-drop", (
             f"{target.id}: still overflowing the buffer after the drop: {len(overflowed)} of {len(arrived)} "
             f"datagrams dropped at the full queue (at most {OVERFLOW_SHARE:.0%}); {context}"
-        )
-        assert used >= BUSY, (
+        ), overflow_share=len(overflowed) / max(len(arrived), 1))
+        check(used >= BUSY, "underused-after-drop", (
             f"{target.id}: kept the slower link only {used:.0%} busy after the drop "
             f"(at least {BUSY:.0%} expected); {context}"
-        )
+        ), used=used)

@@ -24,6 +24,7 @@ from hypothesis import example, given
 from harness.observe.events import Metrics, PacketAcked, PacketLost, PacketSent
 from harness.schedule import TransferPlan, strategies
 from harness.verdict import analysis, outcomes
+from harness.verdict.deviation import check
 
 PLAN = TransferPlan(sizes=(1_000_000,))
 #: Stacks log an ACK's effect and the ACK's packet microseconds apart, in either
@@ -39,24 +40,26 @@ def test_bytes_in_flight_match_the_wire(longlook, target, schedule):
     outcomes.require(target, "ack_frames")
     outcomes.require(target, "bytes_in_flight")
     with longlook.run(target, schedule, PLAN) as obs:
-        assert obs.result.ok, f"{target.id}: transfer failed: {obs.result.reason}"
+        obs.completed()
         trace = obs.sender
-        assert trace.of(PacketAcked), f"{target.id}: no ACK frame in the sender's qlog, which logs them"
-        assert any(m.bytes_in_flight is not None for m in trace.of(Metrics)), (
-            f"{target.id}: no bytes_in_flight in the sender's qlog, which reports it")
+        check(trace.of(PacketAcked), "log-lacks-event", f"{target.id}: no ACK frame in the sender's qlog, which logs them",
+              event="ack_frames")
+        check(any(m.bytes_in_flight is not None for m in trace.of(Metrics)), "log-lacks-event",
+              f"{target.id}: no bytes_in_flight in the sender's qlog, which reports it", event="bytes_in_flight")
         mss = analysis.max_datagram(trace)
         mismatches, checked = [], 0
         for t, value, expected in _replay(trace, counted_on_wire(obs.wire)):
             checked += 1
             if not any(abs(value - e) <= mss for e in expected):
                 mismatches.append((t, value, min(expected), max(expected)))
-        assert checked, f"{target.id}: no bytes_in_flight reported after the handshake"
-        assert not mismatches, (
+        check(checked, "log-lacks-event", f"{target.id}: no bytes_in_flight reported after the handshake",
+              event="bytes_in_flight")
+        check(not mismatches, "bytes-in-flight-mismatch", lambda: (
             f"{target.id}: {len(mismatches)} of {checked} reported bytes_in_flight differ by more than a datagram "
             f"({mss} B) from the sum of its unacknowledged, not-lost ack-eliciting packets on the wire; first at "
             f"t={mismatches[0][0] / 1e6:.4f} s: reported {mismatches[0][1]}, expected "
             f"{mismatches[0][2]}…{mismatches[0][3]} within ±{ORDER_SLACK_US / 1e3:.0f} ms of the sender's own log"
-        )
+        ), mismatch_share=len(mismatches) / checked)
 
 
 def counted_on_wire(view) -> dict[int, int]:

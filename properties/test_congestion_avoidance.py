@@ -22,6 +22,7 @@ from harness.schedule import Action, TransferPlan, strategies
 from harness.schedule.strategies import BaseLink, QUIC
 from harness.verdict import analysis, outcomes
 from harness.verdict.bounds import BETA
+from harness.verdict.deviation import check
 
 PLAN = TransferPlan(sizes=(3_000_000,))
 #: Growth allowed per smoothed RTT: NewReno one datagram, measured over windows of
@@ -44,11 +45,12 @@ def test_congestion_avoidance_growth_is_bounded(longlook, target, schedule):
         outcomes.not_applicable(f"{target.cc.name} ({family}) has no congestion avoidance rule here")
     outcomes.require(target, "smoothed_rtt")
     with longlook.run(target, schedule, PLAN) as obs:
-        assert obs.result.ok, f"{target.id}: transfer failed: {obs.result.reason}"
+        obs.completed()
         trace = obs.sender
         mss = analysis.max_datagram(trace)
         rtts = analysis.smoothed_rtt_us(trace)
-        assert rtts, f"{target.id}: no smoothed RTT in the sender's qlog, which carries one (dialect capability)"
+        check(rtts, "log-lacks-event", f"{target.id}: no smoothed RTT in the sender's qlog, which carries one "
+              "(dialect capability)", event="smoothed_rtt")
         rtt_times = [t for t, _ in rtts]
         series = [(t, c) for t, c, _, _ in analysis.cwnd_series(trace)]
         times = [t for t, _ in series]
@@ -68,9 +70,9 @@ def test_congestion_avoidance_growth_is_bounded(longlook, target, schedule):
                         break
                     if any(t <= t1 and abs(c1 - before) <= mss for t, before in undo_to):
                         continue
-                    assert c1 - c0 <= allowed, (
+                    check(c1 - c0 <= allowed, "avoidance-growth-too-fast", (
                         f"{target.id}: in congestion avoidance (from t={start / 1e6:.3f} s) the window grew "
                         f"{c0} → {c1} (+{c1 - c0} bytes, {(c1 - c0) / mss:.1f} datagrams) between "
                         f"t={t0 / 1e6:.3f} s and {t1 / 1e6:.3f} s, within one smoothed RTT ({srtt / 1e3:.1f} ms); "
                         f"{family} allows at most {allowed:.0f} bytes"
-                    )
+                    ), growth_over_allowed=(c1 - c0) / allowed)

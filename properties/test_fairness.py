@@ -26,6 +26,7 @@ from harness.run import Inconclusive
 from harness.schedule import LinkSettings, Schedule, TransferPlan, strategies
 from harness.verdict import analysis
 from harness.verdict.profiles import PROFILE, repetitions, slow
+from harness.verdict.deviation import check
 
 #: At most this many times the fair share (the issue's starting point).
 SHARE_BOUND = 1.5
@@ -92,7 +93,7 @@ def test_fair_share_against_tcp_cubic(longlook, target, flows, schedule):
         for rep in range(runs):
             plan, timeout_s = against_tcp(schedule, flows, rep)
             with longlook.run(target, schedule, plan, timeout_s=timeout_s) as obs:
-                assert obs.result.ok, f"{target.id}: transfer failed: {obs.result.reason}"
+                obs.completed()
                 busy = obs.result.saturated()
                 if busy:
                     raise Inconclusive(f"{busy}: endpoint-bound, not link-bound")
@@ -102,12 +103,12 @@ def test_fair_share_against_tcp_cubic(longlook, target, flows, schedule):
                     break
         listing = ", ".join(f"{r:.2f}" for r in ratios)
         over, p = beyond(ratios, SHARE_BOUND)
-        assert not over, (
+        check(not over, "unfair-against-tcp", (
             f"{target.id}: against {flows} TCP CUBIC flow(s) the QUIC flow took ×[{listing}] its fair "
             f"share of {fair:.0%} in {len(ratios)} run(s) (last: {share:.0%} of the bottleneck from "
             f"t={t0 / 1e6:.1f} s to {t1 / 1e6:.1f} s); at most ×{SHARE_BOUND} "
             + (f"(sign test p = {p:.4f} < {ALPHA})" if runs >= 7 else "in every run")
-        )
+        ), share_ratio=max(ratios))
         if max(ratios) < 1.0:
             warnings.warn(UnderShare(
                 f"{target.id}: against {flows} TCP flow(s) the QUIC flow took only ×[{listing}] its fair share"))
@@ -132,21 +133,23 @@ def test_quic_flows_share_fairly(longlook, target, schedule):
         for rep in range(runs):
             plan = TransferPlan(sizes=(SIZE,), quic_flows=2, seed=rep)
             with longlook.run(target, schedule, plan, timeout_s=SIZE * 8 / rate * 2 * 3 + 20) as obs:
-                assert obs.result.ok, f"{target.id}: transfer failed: {obs.result.reason}"
+                obs.completed()
                 busy = obs.result.saturated()
                 if busy:
                     raise Inconclusive(f"{busy}: endpoint-bound, not link-bound")
                 shares, t0, t1 = analysis.flow_bytes_while_all_active(obs.transfer_records())
-                assert len(shares) == 2, f"{target.id}: {len(shares)} flows of the transfer in the ground truth, 2 expected"
-                assert t1 > t0, f"{target.id}: the two connections were never active together after their first second"
+                check(len(shares) == 2, "flows-missing",
+                      f"{target.id}: {len(shares)} flows of the transfer in the ground truth, 2 expected")
+                check(t1 > t0, "never-together",
+                      f"{target.id}: the two connections were never active together after their first second")
                 unfairness.append(1 - analysis.jain(list(shares.values())))
                 if decided(unfairness, 1 - JAIN_BOUND, runs):
                     break
         over, p = beyond(unfairness, 1 - JAIN_BOUND)
         split = ", ".join(f"{b / sum(shares.values()):.0%}" for b in shares.values())
         listing = ", ".join(f"{1 - u:.3f}" for u in unfairness)
-        assert not over, (
+        check(not over, "unfair-between-connections", (
             f"{target.id}: two connections of one stack reached Jain's index [{listing}] in {len(unfairness)} run(s) "
             f"(< {JAIN_BOUND} " + (f"by the sign test, p = {p:.4f}" if runs >= 7 else "in every run")
             + f"); last split {split} from t={t0 / 1e6:.1f} s to {t1 / 1e6:.1f} s"
-        )
+        ), jain=1 - max(unfairness))

@@ -8,6 +8,7 @@ from hypothesis import given
 
 from harness.schedule import TransferPlan, strategies
 from harness.verdict.bounds import transfer_time_bound_s
+from harness.verdict.deviation import check
 
 PLAN = TransferPlan(sizes=(500_000,))
 
@@ -18,7 +19,8 @@ def test_transfer_completes_under_loss_and_reordering(longlook, target, schedule
     bound = transfer_time_bound_s(schedule, sum(PLAN.sizes))
     with longlook.run(target, schedule, PLAN, timeout_s=bound) as obs:
         r = obs.result
-        assert r.ok, f"{target.id}: transfer failed within the {bound:.0f} s bound: {r.reason}"
+        check(r.ok, "transfer-failed", f"{target.id}: transfer failed within the {bound:.0f} s bound: {r.reason}",
+              reason=str(r.reason))
 
 
 @given(schedule=strategies.blackholes())
@@ -27,4 +29,6 @@ def test_transfer_completes_after_a_blackhole(longlook, target, schedule):
     bound = transfer_time_bound_s(schedule, sum(PLAN.sizes))
     with longlook.run(target, schedule, PLAN, timeout_s=bound) as obs:
         r = obs.result
-        assert r.ok, f"{target.id}: transfer failed within the {bound:.0f} s bound after a blackhole: {r.reason}"
+        check(r.ok, "transfer-failed",
+              f"{target.id}: transfer failed within the {bound:.0f} s bound after a blackhole: {r.reason}",
+              reason=str(r.reason))

@@ -20,6 +20,7 @@ from hypothesis import example, given
 from harness.schedule import TransferPlan, strategies
 from harness.verdict import analysis, outcomes
 from harness.verdict.bounds import BETA
+from harness.verdict.deviation import check
 
 PLAN = TransferPlan(sizes=(2_000_000,))
 #: How far back a signal may lie: a loss is declared up to about two RTTs after the
@@ -38,7 +39,7 @@ def test_slow_start_ends_on_a_congestion_signal(longlook, target, schedule):
     if target.cc.family not in BETA:
         outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}) has no slow start rule here")
     with longlook.run(target, schedule, PLAN) as obs:
-        assert obs.result.ok, f"{target.id}: transfer failed: {obs.result.reason}"
+        obs.completed()
         trace = obs.sender
         seq = analysis.states(trace, BETA[target.cc.family])
         exit_ = next((b for a, b in zip(seq, seq[1:]) if a.state == "SlowStart" and b.state in EXITS), None)
@@ -53,9 +54,9 @@ def test_slow_start_ends_on_a_congestion_signal(longlook, target, schedule):
         queued = max((r.delay_us - phase.delay_us - r.size * 8e6 / phase.rate_bps
                       for r in ours if r.delay_us is not None), default=0.0)
         declared = [l for l in analysis.losses(trace) if since <= l.t_us <= exit_.t_us]
-        assert dropped or marked or declared or queued >= MIN_RTT_INCREASE_US, (
+        check(dropped or marked or declared or queued >= MIN_RTT_INCREASE_US, "exit-without-signal", (
             f"{target.id}: slow start ended at t={exit_.t_us / 1e6:.3f} s (→ {exit_.state}"
             f"{', inferred' if exit_.inferred else ''}) with no congestion signal in the {EVIDENCE_RTTS} RTTs before: "
             f"nothing dropped, CE-marked or reordered, no loss declared, at most {queued / 1e3:.1f} ms of queue "
             f"(HyStart++ needs ≥ {MIN_RTT_INCREASE_US / 1e3:.0f} ms)"
-        )
+        ), queued_us=queued)

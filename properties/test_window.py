@@ -15,13 +15,19 @@ from harness.schedule import TransferPlan, strategies
 from harness.schedule.strategies import BaseLink
 from harness.verdict import analysis, outcomes
 from harness.verdict.bounds import BETA
+from harness.verdict.deviation import check
 
 PLAN = TransferPlan(sizes=(1_000_000,))
 
 
 def _sender(obs):
-    assert obs.result.ok, f"{obs.target.id}: transfer failed: {obs.result.reason}"
-    return obs.sender
+    obs.completed()
+    trace = obs.sender
+    # A run whose log holds no window (an own build through Docker or --impl-cmd
+    # whose qlog lacks it) says nothing about the window: never a silent pass.
+    if not analysis.cwnd_series(trace):
+        outcomes.not_exercised("the sender's log holds no congestion window: not observable in this run")
+    return trace
 
 
 def _acked_since(obs, t_from_us: float, t_to_us: float) -> int:
@@ -48,9 +54,9 @@ def test_cwnd_never_below_minimum_window(longlook, target, schedule):
         trace = _sender(obs)
         floor = 2 * analysis.max_datagram(trace)
         for t, cwnd, _, _ in analysis.cwnd_series(trace):
-            assert cwnd >= floor, (
-                f"{target.id}: cwnd {cwnd} < kMinimumWindow {floor} at t={t / 1e6:.3f} s"
-            )
+            check(cwnd >= floor, "below-minimum-window",
+                  f"{target.id}: cwnd {cwnd} < kMinimumWindow {floor} at t={t / 1e6:.3f} s",
+                  window_over_floor=cwnd / floor)
 
 
 @example(schedule=strategies.CLEAN_LINK)
@@ -66,17 +72,20 @@ def test_one_window_reduction_per_recovery_period(longlook, target, schedule):
         sent = analysis.send_times(trace)
         declared = analysis.losses(trace)
         cuts = analysis.reductions(trace)
+        # The trigger: a loss declared after a recovery period began, or a second cut.
+        if len(cuts) < 2 and not (cuts and any(l.t_us > cuts[0].t_us for l in declared)):
+            outcomes.not_exercised(f"{len(cuts)} window reduction(s) and no loss declared inside a recovery period")
         for first, second in zip(cuts, cuts[1:]):
             # Losses declared after the first cut, up to the second: at least one of
             # them must be of a packet sent after the first recovery period began.
             causes = [l for l in declared if first.t_us < l.t_us <= second.t_us]
             fresh = [l for l in causes if sent.get((l.space, l.pn), -1) > first.t_us]
             persistent = second.after <= 2 * analysis.max_datagram(trace)
-            assert fresh or persistent, (
+            check(fresh or persistent, "second-reduction-in-period", (
                 f"{target.id}: {second.describe()} although every loss declared since "
                 f"{first.describe()} ({len(causes)} of them, e.g. pn "
                 f"{[l.pn for l in causes[:5]]}) was of a packet sent before that recovery began"
-            )
+            ), stale_losses=len(causes))
 
 
 @example(schedule=strategies.CLEAN_LINK)
@@ -94,7 +103,12 @@ def test_recovery_reduces_window_by_beta(longlook, target, schedule):
         mss = analysis.max_datagram(trace)
         floor = 2 * mss
         series = analysis.cwnd_series(trace)
-        for cut in analysis.reductions(trace)[:1]:
+        cuts = analysis.reductions(trace)
+        if not cuts:
+            outcomes.not_exercised("no window reduction in this run")
+        # Every reduction is judged, not only the first: a controller right on its
+        # first loss may still cut wrongly on its third.
+        for n, cut in enumerate(cuts, 1):
             # The ACK that brings the loss may first grow the window, and stacks log
             # the window once per ACK or less often: the cut may start above the last
             # logged value by up to one ACK's growth (the largest step of the ten
@@ -112,8 +126,8 @@ def test_recovery_reduces_window_by_beta(longlook, target, schedule):
                 low = min(low, max(beta * cut.bytes_in_flight, floor) - mss)
             ok = low <= cut.after <= high
             persistent = cut.after <= floor
-            assert ok or persistent, (
-                f"{target.id}: first reduction {cut.describe()} is ×{cut.after / cut.before:.3f}; "
+            check(ok or persistent, "beta", (
+                f"{target.id}: reduction {n} of {len(cuts)}, {cut.describe()}, is ×{cut.after / cut.before:.3f}; "
                 f"β for {target.cc.family} is {beta} (expected {low:.0f}…{high:.0f}; "
                 f"bytes in flight {cut.bytes_in_flight})"
-            )
+            ), factor=cut.after / cut.before, reduction=n)

@@ -73,7 +73,7 @@ def test_a_recorded_finding_is_not_shrunk_again_under_ci(monkeypatch):
     for known in (True, False):
         item = types.SimpleNamespace(stash=pytest.Stash())
         if known:
-            item.stash[plugin.FINDING] = (True, "F1: …")
+            item.stash[plugin.FINDING] = (True, "F1: …", {"kind": "beta"})
         call = plugin.pytest_runtest_call(item)
         next(call)
         seen[known] = engine.MAX_SHRINKING_SECONDS

@@ -1,7 +1,10 @@
 """Recorded findings: a real stack violates a property, reproducibly or on some runs.
 
 The findings are data (spec/findings.toml), read here for the pytest plugin. The
-property stays as it is; its case is marked xfail with the finding's reason: strict
+property stays as it is; its case is marked xfail with the finding's reason, and only
+a failure whose deviations all match the finding's signature (harness/verdict/
+deviation.py: the kind of check and ranges on what it measured) is the expected
+failure: any other failure of the case fails the run. Strict
 where it reproduces on every run, so a fix upstream turns the run green loudly (an
 XPASS fails the run until the entry is removed), non-strict where it is seen on some
 runs only. docs/findings.md describes each, with its minimal schedule and replay line.
@@ -22,22 +25,49 @@ class FindingsError(ValueError):
 
 def load(path: Path = FINDINGS_FILE) -> tuple[dict[tuple[str, str], str], dict[tuple[str, str], str]]:
     """(strict, non-strict) findings, each (property name, case id) → reason."""
+    strict, flaky, _ = load_all(path)
+    return strict, flaky
+
+
+def load_all(path: Path = FINDINGS_FILE):
+    """(strict, non-strict, signatures): the first two (property, case) → reason, the
+    third (property, case) → the signature of the deviation the finding describes."""
     try:
         entries = tomllib.loads(path.read_text()).get("finding", [])
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise FindingsError(f"{path}: {e}") from None
     strict: dict[tuple[str, str], str] = {}
     flaky: dict[tuple[str, str], str] = {}
+    signatures: dict[tuple[str, str], dict] = {}
     for i, entry in enumerate(entries, 1):
-        missing = {"property", "case", "strict", "reason"} - set(entry)
+        missing = {"property", "case", "strict", "reason", "signature"} - set(entry)
         if missing:
             raise FindingsError(f"{path}: finding #{i} lacks {', '.join(sorted(missing))}")
         key = (entry["property"], entry["case"])
         if key in strict or key in flaky:
             raise FindingsError(f"{path}: finding #{i} repeats {key}: keep one entry per case")
         (strict if entry["strict"] else flaky)[key] = entry["reason"]
-    return strict, flaky
+        signatures[key] = _signature(entry["signature"], f"{path}: finding #{i} ({key[0]}, {key[1]})")
+    return strict, flaky, signatures
 
 
-#: (test function name, case id) → reason shown by pytest.
-FINDINGS, FLAKY_FINDINGS = load()
+def _signature(sig, where: str) -> dict:
+    """Checks a signature's shape, so a typo fails at load, not as a finding that
+    silently never matches."""
+    fix = ('give e.g. signature = { kind = "beta", measured = { factor = [0.65, 0.75] } } '
+           "(the kinds are the first argument of check()/deviation() in properties/)")
+    if not isinstance(sig, dict) or set(sig) - {"kind", "measured"} or "kind" not in sig:
+        raise FindingsError(f"{where}: signature {sig!r} is not {{kind, measured}}; {fix}")
+    kinds = sig["kind"] if isinstance(sig["kind"], list) else [sig["kind"]]
+    if not kinds or not all(isinstance(k, str) and k for k in kinds):
+        raise FindingsError(f"{where}: signature kind {sig['kind']!r} must be a name or a list of names; {fix}")
+    for name, want in sig.get("measured", {}).items():
+        if isinstance(want, list) and (len(want) != 2 or not all(
+                isinstance(w, (int, float)) or w in ("-inf", "inf") for w in want)):
+            raise FindingsError(f"{where}: measured.{name} = {want!r}: a range is [low, high] "
+                                f'(numbers, or "-inf"/"inf"); {fix}')
+    return sig
+
+
+#: (test function name, case id) → reason shown by pytest; → the deviation's signature.
+FINDINGS, FLAKY_FINDINGS, SIGNATURES = load_all()

@@ -24,6 +24,7 @@ import pytest
 from hypothesis.errors import UnsatisfiedAssumption
 
 from harness.observe import dialects
+from harness.verdict.deviation import Deviation, matches
 
 #: The only reasons a property may be skipped for, as the prefix of its message.
 SKIP_REASONS = ("capability:", "not applicable:", "real time only:")
@@ -101,9 +102,11 @@ def settle(report, call, ledger: Ledger | None, finding: tuple[bool, str] | None
     - No example judged (all inconclusive or not exercised, or Hypothesis found none
       it could run): that outcome, never "passed", and a failure where a strict
       finding expected one.
-    - A recorded finding expects the failure it describes, an assertion of the
-      property: any other exception (a TypeError, a harness error, a TLC timeout) in
-      such a case fails the run instead of passing for the finding.
+    - A recorded finding expects the failure it describes: every failure of the case
+      must be a deviation matching the finding's signature (its kind and measured
+      ranges). A different deviation, a transfer failure, or any other exception (a
+      TypeError, a harness error, a TLC timeout) fails the run instead of passing for
+      the finding: one finding masks nothing else.
     - A strict finding's case that is skipped fails: the finding cannot be confirmed.
     """
     from hypothesis.errors import Unsatisfiable
@@ -121,11 +124,14 @@ def settle(report, call, ledger: Ledger | None, finding: tuple[bool, str] | None
                 _mark(report, kind, why)
             return
     if xfailed and exc is not None:
-        others = [e for e in _leaves(exc) if not isinstance(e, AssertionError)]
+        signature = finding[2] if finding and len(finding) > 2 else None
+        others = [e for e in _leaves(exc) if not (isinstance(e, AssertionError) if signature is None
+                                                  else matches(e, signature))]
         if others:
-            what = ", ".join(sorted({type(e).__name__ for e in others}))
-            _fail(report, f"the recorded finding ({finding[1] if finding else report.wasxfail}) describes a failed "
-                          f"assertion of the property; this case failed with {what} instead", keep_repr=True)
+            what = "; ".join(dict.fromkeys(_what(e) for e in others))
+            expected = f" (expected: {_show(signature)})" if signature is not None else ""
+            _fail(report, f"the recorded finding ({finding[1] if finding else report.wasxfail}) describes another "
+                          f"deviation{expected}; this case failed with {what}", keep_repr=True)
             return
     if report.skipped and not xfailed and strict:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
@@ -133,6 +139,18 @@ def settle(report, call, ledger: Ledger | None, finding: tuple[bool, str] | None
         return
     if report.passed and ledger is not None and ledger.notes():
         report.sections.append(("longlook outcome", ledger.notes()))
+
+
+def _what(e: BaseException) -> str:
+    if isinstance(e, Deviation):
+        values = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in e.measured.items())
+        return f"the deviation {e.kind}" + (f" ({values})" if values else "")
+    return f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+
+
+def _show(signature: dict) -> str:
+    ranges = ", ".join(f"{k} in {v}" for k, v in signature.get("measured", {}).items())
+    return f"{signature['kind']}" + (f" with {ranges}" if ranges else "")
 
 
 def _fail(report, message: str, keep_repr: bool = False) -> None:

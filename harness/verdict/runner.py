@@ -41,6 +41,7 @@ from harness.observe.groundtruth import GroundTruth, read_log
 from harness.run import Example, Inconclusive, RealTimeOnly, Target, provenance, run_example
 from harness.schedule import Flow, Schedule, TransferPlan
 from harness.verdict.analysis import transfer_records, transfer_share
+from harness.verdict.deviation import check
 from harness.verdict.outcomes import Ledger, NotExercised, Undecided
 
 if TYPE_CHECKING:  # the run's result is data here: the verdict never drives a testbed
@@ -64,6 +65,13 @@ class Observation:
     @cached_property
     def ground_truth(self) -> GroundTruth:
         return read_log(self.out_dir / "link.ndjson")
+
+    def completed(self) -> None:
+        """Fails the example with the deviation "transfer-failed" unless the transfer
+        completed: a property judges a completed run, and a finding about something
+        else never absorbs a stall."""
+        check(self.result.ok, "transfer-failed", f"{self.target.id}: transfer failed: {self.result.reason}",
+              reason=str(self.result.reason))
 
     @property
     def transfer_flow(self) -> Flow:
