@@ -27,7 +27,21 @@ E == TraceLog[cursor]
 \* (Used last in a step, when every primed variable is known.)
 Step(name) == PrintT(<<"step", E.line, CcState, name, CcState'>>)
 
-TraceInit == cursor = 1 /\ Init
+\* A validation resumed after a deviation (harness/model/validate.py) starts at
+\* record TraceStart from the state TraceResume: the model's state before the
+\* unmatched record, with what that record logged adopted. So one run lists every
+\* distinct deviation instead of stopping at the first.
+Resumed ==
+    /\ congestion_window = TraceResume.congestion_window /\ ssthresh = TraceResume.ssthresh
+    /\ bytes_in_flight = TraceResume.bytes_in_flight /\ inflight = TraceResume.inflight
+    /\ largest_sent = TraceResume.largest_sent /\ largest_acked = TraceResume.largest_acked
+    /\ recovery_start = TraceResume.recovery_start /\ in_recovery = TraceResume.in_recovery
+    /\ credit = TraceResume.credit /\ carry = TraceResume.carry
+    /\ reduction_due = TraceResume.reduction_due /\ lost_since_update = TraceResume.lost_since_update
+    /\ pto_count = TraceResume.pto_count /\ app_limited = TraceResume.app_limited
+    /\ cause = TraceResume.cause /\ reductions = TraceResume.reductions
+
+TraceInit == cursor = TraceStart /\ IF TraceStart = 1 THEN Init ELSE Resumed
 
 IsSent == E.k = "sent" /\ OnPacketSent(E.pn, E.size, E.el) /\ Step("OnPacketSent")
 
@@ -79,7 +93,8 @@ Diagnose ==
                     largest_acked |-> largest_acked, recovery_start |-> recovery_start,
                     in_recovery |-> in_recovery, credit |-> credit, reduction_due |-> reduction_due,
                     lost_since_update |-> lost_since_update, pto_count |-> pto_count,
-                    reductions |-> reductions, cause |-> cause]>>)
+                    reductions |-> reductions, cause |-> cause, inflight |-> inflight,
+                    carry |-> carry, app_limited |-> app_limited]>>)
         /\ PrintT(<<"enabled", [OnPacketSent |-> ENABLED OnPacketSent(E.pn, E.size, E.el),
                     OnPacketsAcked |-> ENABLED OnPacketsAcked(E.pn, E.size),
                     OnPacketsLost |-> ENABLED OnPacketsLost(E.pn, E.size),

@@ -75,3 +75,21 @@ def _value(toks: list[str], i: int) -> tuple[Any, int]:
     if re.fullmatch(r"-?\d+", t):
         return int(t), i + 1
     raise TlaValueError(f"unexpected {t!r} in a TLA+ value")
+
+
+def render(value: Any) -> str:
+    """A Python value (as `parse` returns them) written as TLA+: the inverse of parse
+    for booleans, integers, strings, sets (Python sets), sequences and records."""
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, (set, frozenset)):
+        return "{" + ", ".join(render(v) for v in sorted(value)) + "}"
+    if isinstance(value, (list, tuple)):
+        return "<<" + ", ".join(render(v) for v in value) + ">>"
+    if isinstance(value, dict):
+        return "[" + ", ".join(f"{k} |-> {render(v)}" for k, v in value.items()) + "]"
+    raise TlaValueError(f"cannot write {value!r} as a TLA+ value")

@@ -53,9 +53,12 @@ class TraceLog:
     initial_window: int
     family: str
 
-    def module(self, stuck_at: int = 0) -> str:
+    def module(self, stuck_at: int = 0, start: int = 1, resume: dict | None = None) -> str:
         """The TLA+ source; `stuck_at` (a cursor value, 1-based) asks the spec to
-        print its diagnosis there (0: never)."""
+        print its diagnosis there (0: never); `start` > 1 resumes validation at that
+        record from the model state `resume` (variable name → Python value)."""
+        from harness.model.tlavalue import render
+
         body = ",\n".join(r.tla() for r in self.records)
         tol = TOLERANCE_DATAGRAMS * self.max_datagram_size
         return (
@@ -68,6 +71,8 @@ class TraceLog:
             f'TraceAlgorithm == "{self.family}"\n'
             f"TraceInfinity == {INFINITY}\n"
             f"TraceStuckAt == {stuck_at}\n"
+            f"TraceStart == {start}\n"
+            f"TraceResume == {render(resume) if resume else '[none |-> TRUE]'}\n"
             f"TraceLog == <<\n{body}\n>>\n"
             "====\n"
         )

@@ -7,9 +7,14 @@ The trace is written as TraceLog.tla (harness/model/tracefile.py) next to copies
 spec/CongestionControl.tla and spec/TraceCongestionControl.tla/.cfg in a scratch
 directory, and TLC explores it. The spec itself does the judging; this module only
 reads TLC's depth (how many records some behaviour matched) and what the spec
-printed. On a mismatch TLC runs a second time with TraceStuckAt set to the first
+printed. On a mismatch TLC runs a second time with TraceStuckAt set to the
 unmatched record, and the spec prints the model state before it, the actions
 enabled for it and the windows its relations allow.
+
+At a record no step explains, the deviation is recorded (with its kind: the rule
+it breaks, from the record and the model state) and validation goes on from the
+record after it: TLC starts again from the model's state with what that record
+logged adopted. So one run lists its distinct deviations, not only the first.
 
 A partial trace (observation flagged it: the qlog was cut) is validated as a
 prefix: every record it has must match, and the verdict says it was a prefix.
@@ -42,23 +47,82 @@ class Step:
     after: str
 
 
+#: A trace that deviates more often than this is cut short, and so is one whose last
+#: REPEATS deviations were all of kinds already reported: the rest would mostly
+#: repeat them (a window that grows at every ACK of a recovery period deviates at
+#: every ACK), and each deviation costs two TLC runs.
+MAX_DEVIATIONS = 8
+REPEATS = 3
+
+
 @dataclass
 class Mismatch:
-    line: int                      # NDJSON line (1-based) of the first event no step matched
+    line: int                      # NDJSON line (1-based) of an event no step matched
     event: dict                    # that event, as in the NDJSON
     record: str                    # the TLA+ record it became
+    k: str = "other"               # the record's kind ("cwnd", "sent", ...)
+    logged: int = -1               # the window or ssthresh the record logged
     state: str = "?"               # the model's CcState before it
     variables: dict = field(default_factory=dict)
     enabled: list[str] = field(default_factory=list)
     bounds: dict = field(default_factory=dict)
 
+    #: Every kind `kind` can return (spec/findings.toml signatures are checked against it).
+    KINDS = ("window-growth-in-recovery", "window-growth-too-fast", "reduction-out-of-bounds",
+             "reduction-in-recovery", "reduction-without-loss", "ssthresh-unexplained", "sent-unexplained",
+             "acked-unexplained", "lost-unexplained", "pto-unexplained", "other-unexplained")
+
+    @property
+    def kind(self) -> str:
+        """What rule the record broke, from the record and the model state before it:
+        the deviation's signature in a recorded finding (spec/findings.toml)."""
+        v = self.variables
+        if self.k == "cwnd" and "congestion_window" in v:
+            if self.logged > v["congestion_window"]:
+                return "window-growth-in-recovery" if v.get("in_recovery") else "window-growth-too-fast"
+            if v.get("reduction_due") or v.get("lost_since_update"):
+                return "reduction-out-of-bounds"
+            return "reduction-in-recovery" if v.get("in_recovery") else "reduction-without-loss"
+        return f"{self.k}-unexplained"
+
+    @property
+    def measured(self) -> dict:
+        model = self.variables.get("congestion_window")
+        out = {"state": self.state, "line": self.line}
+        if self.k == "cwnd" and model:
+            out["factor"] = self.logged / model
+        return out
+
+    def resume(self) -> dict | None:
+        """The model state to go on from: the state before this record, with what the
+        record logged adopted (a window or an ssthresh); any other record is passed
+        over. None when the state could not be read."""
+        v = dict(self.variables)
+        if not RESUME_VARIABLES <= set(v):
+            return None
+        v["inflight"] = set(v["inflight"])
+        if self.k == "cwnd":
+            if self.logged < v["congestion_window"]:
+                v["reduction_due"] = False
+            v.update(congestion_window=self.logged, credit=0, carry=0, lost_since_update=False)
+        elif self.k == "ssthresh":
+            v["ssthresh"] = self.logged
+        return {k: v[k] for k in sorted(RESUME_VARIABLES)}
+
     def describe(self) -> str:
-        v = ", ".join(f"{k}={val}" for k, val in self.variables.items())
-        return (f"first unmatched event: line {self.line}: {json.dumps(self.event)}\n"
+        v = ", ".join(f"{k}={val}" for k, val in self.variables.items() if k != "inflight")
+        return (f"unmatched event ({self.kind}): line {self.line}: {json.dumps(self.event)}\n"
                 f"  as record: {self.record}\n"
                 f"  model state before it: {self.state}: {v}\n"
                 f"  spec actions enabled for it (window left free): {', '.join(self.enabled) or 'none'}\n"
                 f"  windows the relations allow: {self.bounds}")
+
+
+#: The spec's variables, all printed by its Diagnose and read back by Resumed.
+RESUME_VARIABLES = frozenset({
+    "congestion_window", "ssthresh", "bytes_in_flight", "inflight", "largest_sent", "largest_acked",
+    "recovery_start", "in_recovery", "credit", "carry", "reduction_due", "lost_since_update",
+    "pto_count", "app_limited", "cause", "reductions"})
 
 
 @dataclass
@@ -66,28 +130,37 @@ class Verdict:
     stack: str
     source: str
     records: int
-    matched: int
+    matched: int                   # records matched before the first deviation
     partial: bool
     seconds: float
     steps: list[Step]
-    mismatch: Mismatch | None = None
+    mismatches: list[Mismatch] = field(default_factory=list)
+    cut_short: bool = False        # MAX_DEVIATIONS reached, or the state could not be resumed
+
+    @property
+    def mismatch(self) -> Mismatch | None:
+        return self.mismatches[0] if self.mismatches else None
 
     @property
     def accepted(self) -> bool:
-        return self.mismatch is None
+        return not self.mismatches
 
     def describe(self) -> str:
         what = "a prefix (the trace is partial)" if self.partial else "the whole trace"
         head = f"{self.stack} {self.source}: {self.records} records"
         if self.accepted:
             return f"{head}: accepted, {what}, in {self.seconds:.2f} s"
-        return f"{head}: REJECTED after {self.matched} matched records\n{self.mismatch.describe()}"
+        kinds = ", ".join(dict.fromkeys(m.kind for m in self.mismatches))
+        more = " (cut short: the rest repeats these or exceeds the limit)" if self.cut_short else ""
+        return (f"{head}: REJECTED: {len(self.mismatches)} deviation(s){more} ({kinds}); "
+                f"{self.matched} records matched before the first\n"
+                + "\n".join(m.describe() for m in self.mismatches))
 
 
-def _workdir(log: TraceLog, stuck_at: int, into: Path) -> None:
+def _workdir(log: TraceLog, into: Path, stuck_at: int = 0, start: int = 1, resume: dict | None = None) -> None:
     for name in SPEC_FILES:
         shutil.copy(SPEC_DIR / name, into / name)
-    (into / "TraceLog.tla").write_text(log.module(stuck_at))
+    (into / "TraceLog.tla").write_text(log.module(stuck_at, start, resume))
 
 
 def _steps(printed: list[str]) -> list[Step]:
@@ -103,32 +176,61 @@ def _steps(printed: list[str]) -> list[Step]:
 
 
 def validate_log(log: TraceLog, trace: Trace, keep: Path | None = None) -> Verdict:
-    """Runs TLC on `log` (made from `trace`); `keep` also writes the TLA+ files there."""
+    """Runs TLC on `log` (made from `trace`); `keep` also writes the TLA+ files there.
+
+    At a record no step of the spec explains, the deviation is recorded and TLC is
+    run again from the record after it, starting from the model's state with what
+    the record logged adopted (Mismatch.resume), until the trace ends or
+    MAX_DEVIATIONS: one run lists every distinct deviation, not only the first."""
     finder = tlc.find()
     started = time.monotonic()
+    verdict = Verdict(trace.stack, trace.source, len(log.records), 0, trace.partial, 0.0, [])
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        _workdir(log, keep)
+    start, resume = 1, None
+    news: list[bool] = []          # per deviation: was its kind new?
     with tempfile.TemporaryDirectory(prefix="longlook-trace-") as tmp:
         work = Path(tmp)
-        _workdir(log, 0, work)
-        if keep is not None:
-            keep.mkdir(parents=True, exist_ok=True)
-            _workdir(log, 0, keep)
-        result = tlc.run(work, "TraceCongestionControl", tlc=finder, quick=True)
-        matched = (result.depth or 1) - 1
-        verdict = Verdict(trace.stack, trace.source, len(log.records), matched, trace.partial, 0.0,
-                          _steps(result.printed))
-        if result.error is not None and "Diagnose" not in result.error:
-            raise tlc.TlcError(f"TLC failed on the trace of {trace.source}: {result.error}")
-        if matched < len(log.records):
-            verdict.mismatch = _diagnose(log, trace, matched + 1, work, finder)
+        while True:
+            _workdir(log, work, 0, start, resume)
+            result = tlc.run(work, "TraceCongestionControl", tlc=finder, quick=True)
+            if result.error is not None and "Diagnose" not in result.error:
+                raise tlc.TlcError(f"TLC failed on the trace of {trace.source}: {result.error}")
+            reached = start - 1 + (result.depth or 1) - 1
+            verdict.steps += _steps(result.printed)
+            if not verdict.mismatches:
+                verdict.matched = reached
+            if reached >= len(log.records):
+                break
+            mismatch = _diagnose(log, trace, reached + 1, work, finder, start, resume)
+            resume = mismatch.resume()
+            previous = verdict.mismatches[-1] if verdict.mismatches else None
+            if previous is not None and previous.line == mismatch.line:
+                # Another record of the same event (the ssthresh logged with the
+                # window just adopted): part of that deviation, not a new one.
+                pass
+            else:
+                verdict.mismatches.append(mismatch)
+                news.append(mismatch.kind not in {m.kind for m in verdict.mismatches[:-1]})
+            stale = len(news) > REPEATS and not any(news[-REPEATS:])
+            if resume is None or len(verdict.mismatches) >= MAX_DEVIATIONS or stale:
+                verdict.cut_short = reached + 1 < len(log.records)
+                break
+            start = reached + 2
+            if start > len(log.records):
+                break
     verdict.seconds = time.monotonic() - started
     return verdict
 
 
-def _diagnose(log: TraceLog, trace: Trace, cursor: int, work: Path, finder: tlc.Tlc) -> Mismatch:
+def _diagnose(log: TraceLog, trace: Trace, cursor: int, work: Path, finder: tlc.Tlc,
+              start: int = 1, resume: dict | None = None) -> Mismatch:
     record = log.records[cursor - 1]
     event = trace.events[record.line - 1].to_json()
-    mismatch = Mismatch(record.line, event, record.tla())
-    (work / "TraceLog.tla").write_text(log.module(cursor))
+    logged = record.cwnd if record.k == "cwnd" else record.ssth if record.k == "ssthresh" else -1
+    mismatch = Mismatch(record.line, event, record.tla(), record.k, logged)
+    _workdir(log, work, cursor, start, resume)
     result = tlc.run(work, "TraceCongestionControl", tlc=finder, quick=True)
     for line in result.printed:
         if line.startswith('<<"state"'):
