@@ -6,6 +6,7 @@
     longlook transfer --impl aioquic --impl-cmd ./run_endpoint.sh ...   (your own program, no Docker)
     longlook impls
     longlook coverage [artifacts/model-coverage] [--diagrams DIR]
+    longlook coverage --requirements [RESULTS.xml ...]   (spec/requirements.toml; docs/requirements.md)
 
 Every user error ends as one line on stderr naming the problem and the fix, exit 2;
 a transfer that fails ends with exit 1 and its artifacts kept.
@@ -68,10 +69,15 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("dir", type=Path, help="an example directory (the path a failure report names)")
     r.add_argument("--mode", choices=("real", "virtual"), default="real",
                    help="replay in real time (default; also re-checks a virtual-time failure) or virtual time")
-    c = sub.add_parser("coverage", help="which TLA+ model transitions the recorded runs reached, per stack")
-    c.add_argument("paths", nargs="*", type=Path, default=[Path("artifacts/model-coverage")],
-                   help="model-coverage files or directories (default: artifacts/model-coverage)")
+    c = sub.add_parser("coverage", help="which TLA+ model transitions the recorded runs reached, per stack; "
+                                        "with --requirements, which RFC requirements are judged")
+    c.add_argument("paths", nargs="*", type=Path,
+                   help="model-coverage files or directories (default: artifacts/model-coverage); "
+                        "with --requirements, JUnit XML files of `pytest properties/ --junitxml`")
     c.add_argument("--diagrams", type=Path, help="write each stack's state diagram (covered edges green) here")
+    c.add_argument("--requirements", action="store_true",
+                   help="print the requirement catalogue (spec/requirements.toml): its judges, and per stack "
+                        "judged / not exercised / not observable / unjudged from the JUnit XML files given")
     return p
 
 
@@ -210,12 +216,34 @@ def _replay_backend(run: dict, example_dir: Path) -> list[str]:
 
 
 def cmd_coverage(a: argparse.Namespace) -> int:
+    if a.requirements:
+        return _requirement_coverage(a)
     from harness.model.coverage import report
 
     try:
-        print(report(a.paths, a.diagrams))
+        print(report(a.paths or [Path("artifacts/model-coverage")], a.diagrams))
     except FileNotFoundError as e:
         raise units.UnitError(str(e)) from None
+    return 0
+
+
+def _requirement_coverage(a: argparse.Namespace) -> int:
+    """The catalogue as a table: without results its judges and counts per strength;
+    with JUnit XML files, a column per stack-controller they ran."""
+    from harness.verdict import requirements as rq
+
+    if a.diagrams:
+        raise units.UnitError("--diagrams draws model transitions; leave it out with --requirements")
+    try:
+        reqs = rq.load()
+        results = rq.read_junit(a.paths) if a.paths else None
+    except rq.RequirementsError as e:
+        raise units.UnitError(str(e)) from None
+    print(rq.render(rq.table(reqs, results)))
+    print()
+    print(rq.render(rq.counts(reqs)))
+    if results is not None and not results:
+        print(f"note: no property case in {', '.join(map(str, a.paths))}")
     return 0
 
 
