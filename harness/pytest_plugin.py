@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import unittest
 from pathlib import Path
 
 import pytest
@@ -234,8 +235,6 @@ def _from_explicit_example(exc: BaseException) -> bool:
 
 def _search_generated(item: pytest.Item) -> Exception | None:
     """Runs the case's generated examples only; their failure, if any."""
-    from hypothesis import Phase, settings
-
     test = getattr(item, "obj", None)
     current = getattr(test, "_hypothesis_internal_use_settings", None)
     if current is None:
@@ -244,7 +243,9 @@ def _search_generated(item: pytest.Item) -> Exception | None:
         current, phases=[p for p in current.phases if p is not Phase.explicit])
     try:
         item.runtest()
-    except Exception as e:  # a skip or an interrupt is no further failure: let it be
+    except unittest.SkipTest:  # Hypothesis has nothing to draw (explicit examples only)
+        return None
+    except Exception as e:  # a pytest skip or an interrupt is a BaseException: let it be
         return e
     finally:
         test._hypothesis_internal_use_settings = current
