@@ -64,6 +64,11 @@ def test_cwnd_never_below_minimum_window(longlook, target, schedule):
 def test_one_window_reduction_per_recovery_period(longlook, target, schedule):
     """RFC 9002 §7.3.2: a loss of a packet sent before the current recovery period
     started does not reduce the window again; only a packet sent after it may."""
+    # §7.3.2's recovery period is the loss-based controllers' (BBR's window follows
+    # its model: ProbeRTT and its estimates move it without any loss).
+    if target.cc.family not in BETA:
+        outcomes.not_applicable(f"{target.cc.name} is not loss-based: its window moves with its model, "
+                                "not per recovery period")
     # Reductions are tied to the losses the stack declares: a stack whose qlog has
     # no packet_lost cannot be judged (decided here, never from one run's trace).
     outcomes.require(target, "packet_lost")

@@ -28,7 +28,7 @@ MODEL_PROPERTY = "test_run_is_a_behaviour_of_the_model"
 VERDICTS = ("judged_by", "unobservable", "unjudged")
 FIELDS = {"id", "rfc", "section", "strength", "quote", "rationale", "family", "note", *VERDICTS}
 #: Families a column's controller name can be read as (the XML names no family).
-FAMILIES = ("newreno", "cubic")
+FAMILIES = ("newreno", "cubic", "bbr")
 
 
 class RequirementsError(ValueError):
@@ -190,9 +190,15 @@ def table(reqs: list[Requirement], results: dict[tuple[str, str], str] | None = 
     for r in reqs:
         judge = (", ".join(r.judged_by) if r.judged_by
                  else f"not observable: {r.unobservable}" if r.unobservable else f"unjudged: {r.unjudged}")
-        rows.append([r.id, r.strength, f"suite: {r.section}" if r.rfc == "suite" else f"RFC {r.rfc} §{r.section}",
+        rows.append([r.id, r.strength, _source(r),
                      *(cell(r, c, results) for c in cols), judge])
     return rows
+
+
+def _source(r: Requirement) -> str:
+    if r.rfc == "suite":
+        return f"suite: {r.section}"
+    return f"{r.rfc} §{r.section}" if r.rfc.startswith("draft-") else f"RFC {r.rfc} §{r.section}"
 
 
 def counts(reqs: list[Requirement]) -> list[list[str]]:
