@@ -96,7 +96,7 @@ FAMILY_BETA = rfc.FAMILY_BETA
 def import_path_cc(spec: str) -> CongestionControl:
     """The controller named `module:Factory`, judged by the family it claims.
 
-    A factory may set `longlook_family` ("newreno" or "cubic") and `longlook_beta`;
+    A factory may set `longlook_family` ("newreno", "cubic" or "bbr") and `longlook_beta`;
     the properties then apply that family's rules to it, as they do to a stock
     controller of the family. Without them (or when the module cannot be imported
     here) the family is "custom" and family-specific properties skip; the endpoint
@@ -116,6 +116,8 @@ def import_path_cc(spec: str) -> CongestionControl:
         for p in extra:
             sys.path.remove(p)
     family = getattr(factory, "longlook_family", None)
+    if family == "bbr":  # judged by the BBR properties; no β
+        return CongestionControl(spec, "bbr", None)
     if family not in FAMILY_BETA:
         return CongestionControl(spec, "custom", None)
     return CongestionControl(spec, family, float(getattr(factory, "longlook_beta", FAMILY_BETA[family])))
