@@ -121,8 +121,10 @@ ReductionLow ==
     Max(kMinimumWindow,
         IF Algorithm = "cubic" THEN Min(ReductionTarget(congestion_window), ReductionTarget(bytes_in_flight)) - Tolerance
         ELSE ReductionTarget(congestion_window) - Tolerance)
-\* A reduction never raises the window, whatever the tolerance.
-ReductionHigh == Min(congestion_window, ReductionTarget(congestion_window) + Tolerance)
+\* A reduction never raises the window, whatever the tolerance. The ACK that brings
+\* the loss may first grow the window by its credit, unlogged (quinn), and the cut
+\* applies to that: β·(window + credit) at most.
+ReductionHigh == Min(congestion_window, ReductionTarget(congestion_window + credit) + Tolerance)
 CollapseHigh == kMinimumWindow + Tolerance
 
 TypeOK ==
@@ -230,7 +232,13 @@ GrowWindow ==
     /\ ~app_limited
     /\ credit > 0
     /\ congestion_window' \in congestion_window .. GrowthBound
-    /\ credit' = 0 /\ carry' = 0 /\ lost_since_update' = FALSE
+    \* In slow start the window grows by the bytes acknowledged (§7.3.1), logged in as
+    \* many steps as the stack likes (quinn logs one per ACK frame of a datagram batch
+    \* whose frames the capture shows apart): what a step did not use stays owed.
+    /\ credit' = IF congestion_window < ssthresh
+                 THEN Max(0, credit - (congestion_window' - congestion_window))
+                 ELSE 0
+    /\ carry' = 0 /\ lost_since_update' = FALSE
     /\ UNCHANGED <<ssthresh, bytes_in_flight, inflight, largest_sent, largest_acked, recovery_start,
                    in_recovery, reduction_due, pto_count, app_limited, cause, reductions>>
 

@@ -141,6 +141,9 @@ class Trace:
     partial: bool = False
     #: Human-readable problems met while reading (units guessed, fields missing, …).
     notes: list[str] = dataclasses.field(default_factory=list)
+    #: Capabilities whose events were derived from the capture, not logged
+    #: (harness/observe/derive.py): "ack_frames", "packet_lost".
+    derived: frozenset[str] = frozenset()
 
     def of(self, cls: type[Event]) -> list[Event]:
         return [e for e in self.events if isinstance(e, cls)]

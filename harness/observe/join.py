@@ -305,11 +305,13 @@ WIRE_NOTE = ("source: wire (capture + key log): bytes_in_flight and congestion_w
 
 
 @no_cyclic_gc
-def wire_trace(view: WireView, conn: int = 0, sender: str = "server", stack: str = "unknown") -> ev.Trace:
-    """PacketSent/PacketAcked and wire-derived Metrics of `sender` in connection `conn`.
+def wire_trace(view: WireView, conn: int = 0, sender: str = "server", stack: str = "unknown",
+               losses: bool = False) -> ev.Trace:
+    """PacketSent/PacketAcked and wire-derived Metrics of `sender` in connection `conn`;
+    with `losses`, also a PacketLost where RFC 9002's thresholds would declare one.
     Use the sender's side capture: there sends and ACKs carry the sender's own times."""
     exponents = view.connections[conn].ack_delay_exponent if conn < len(view.connections) else {"c2s": 3, "s2c": 3}
-    f = _Flight("s2c" if sender == "server" else "c2s", exponents)
+    f = _Flight("s2c" if sender == "server" else "c2s", exponents, losses)
     for d in view.datagrams:
         if d.conn == conn:
             f.on_datagram(d)
@@ -322,8 +324,8 @@ def wire_trace(view: WireView, conn: int = 0, sender: str = "server", stack: str
 class _Flight:
     """RFC 9002-style accounting over what the capture shows."""
 
-    def __init__(self, sent_dir: str, ack_exp: dict[str, int]):
-        self.sent_dir, self.ack_exp = sent_dir, ack_exp
+    def __init__(self, sent_dir: str, ack_exp: dict[str, int], losses: bool = False):
+        self.sent_dir, self.ack_exp, self.losses = sent_dir, ack_exp, losses
         self.sent: dict[tuple[str, int], tuple[float, int, bool]] = {}  # (space, pn) → (t, size, eliciting)
         self.flying: dict[str, list[int]] = defaultdict(list)  # space → in-flight pns, sorted
         self.presumed: dict[str, list[int]] = defaultdict(list)  # space → presumed-lost pns
@@ -393,6 +395,9 @@ class _Flight:
             flying.pop(0)
             self.bif -= size
             bisect.insort(self.presumed[space], pn)
+            if self.losses:
+                trigger = "reordering_threshold" if largest - pn >= 3 else "time_threshold"
+                self.events.append(ev.PacketLost(t, pn, space, trigger))
 
     def _window(self, t: float) -> None:
         """Close a window of one smoothed RTT: its largest flight is the cwnd estimate."""

@@ -111,6 +111,24 @@ class Observation:
 
 
     @cached_property
+    def sender_with_wire(self):
+        """The sender's trace, with what its stack's log cannot carry (ACK frames,
+        declared losses: its dialect's LOGS) derived from the capture and marked so
+        (harness/observe/derive.py)."""
+        from harness.observe import dialects
+        from harness.observe.derive import DERIVABLE, DeriveError, fill_from_wire
+
+        stack = self.target.stack
+        dialect = dialects.of_stack(stack.name, bool(stack.honours.get("qlog")))
+        lacking = {c for c in DERIVABLE if not dialect.logs(c)}
+        if not lacking:
+            return self.sender
+        try:
+            return fill_from_wire(self.sender, self.wire, lacking)
+        except DeriveError as e:
+            raise Inconclusive(f"{self.target.id}: {e}") from None
+
+    @cached_property
     def wire(self):
         """The server side's capture, decrypted with the server's key log: what the
         data sender put on the wire and what reached it, for any stack."""
