@@ -296,8 +296,9 @@ def transport_parameters(body: bytes, msg_type: int) -> QuicTransportParameters 
 
 def hello_facts(chunks: dict[int, bytes], msg_type: int) -> dict:
     """What the wire view needs from a handshake message in CRYPTO data ({offset:
-    bytes}): client_random (ClientHello), cipher_suite (ServerHello) and
-    ack_delay_exponent (ClientHello, EncryptedExtensions); {} until it is complete."""
+    bytes}): client_random (ClientHello), cipher_suite (ServerHello),
+    ack_delay_exponent and max_ack_delay_us (ClientHello, EncryptedExtensions); {}
+    until it is complete."""
     body = handshake_message(contiguous(chunks), msg_type)
     facts: dict = {}
     try:
@@ -310,6 +311,8 @@ def hello_facts(chunks: dict[int, bytes], msg_type: int) -> dict:
     params = transport_parameters(body, msg_type) if body is not None and msg_type != SERVER_HELLO else None
     if params is not None and params.ack_delay_exponent is not None:
         facts["ack_delay_exponent"] = params.ack_delay_exponent
+    if params is not None and params.max_ack_delay is not None:
+        facts["max_ack_delay_us"] = params.max_ack_delay * 1000  # ms on the wire
     return facts
 
 

@@ -90,6 +90,8 @@ class Connection:
     client_random: bytes | None = None
     cipher_suite: int | None = None
     ack_delay_exponent: dict[str, int] = field(default_factory=lambda: {"c2s": 3, "s2c": 3})  # by sender
+    #: max_ack_delay transport parameter (µs) of the ACKs' sender, by direction (RFC 9000 §18.2: 25 ms default).
+    max_ack_delay_us: dict[str, int] = field(default_factory=lambda: {"c2s": 25_000, "s2c": 25_000})
     loss_bits: bool = False  # Q/L bits seen outside header protection
 
 
@@ -394,7 +396,7 @@ class _ConnKeys:
                 self._handshake(d.direction, packet.kind)
 
     def _handshake(self, direction: str, kind: str) -> None:
-        """Client random, cipher suite and ACK Delay exponents from the TLS messages."""
+        """Client random, cipher suite, ACK Delay exponents and max_ack_delay from the TLS messages."""
         msg_type = {("c2s", "initial"): qf.CLIENT_HELLO, ("s2c", "initial"): qf.SERVER_HELLO,
                     ("s2c", "handshake"): qf.ENCRYPTED_EXTENSIONS}.get((direction, kind))
         facts = qf.hello_facts(self.crypto[(direction, kind)], msg_type) if msg_type else {}
@@ -403,6 +405,8 @@ class _ConnKeys:
                 setattr(self.conn, name, facts[name])
         exponents = self.conn.ack_delay_exponent
         exponents[direction] = facts.get("ack_delay_exponent", exponents[direction])
+        delays = self.conn.max_ack_delay_us
+        delays[direction] = facts.get("max_ack_delay_us", delays[direction])
 
     def summarise(self, view: WireView) -> None:
         """Say, in one note per connection, why packets were not decrypted."""

@@ -69,6 +69,12 @@ class Example:
         return cls(d["nodeid"], d["stack"], d["cc"], Schedule.from_json(d["schedule"]), plan, d["timeout_s"])
 
 
+def virtual_time() -> bool:
+    """Whether examples run in virtual time (--mode virtual, $LONGLOOK_MODE): there the
+    stacks' logs and the captures read one exact clock, with no endpoint latency."""
+    return os.environ.get("LONGLOOK_MODE") == "virtual"
+
+
 class Inconclusive(Exception):
     """The run cannot decide the property (e.g. an endpoint saturated a CPU core, or
     the stack reported the case unsupported); never a verdict on the stack."""
@@ -80,7 +86,7 @@ def run_example(example: Example, target: Target, out: Path) -> TransferResult:
     mode, a stack or plan that needs real time raises harness.virtual.RealTimeOnly."""
     opts = EndpointOptions(cc=None if target.cc.name == target.stack.default_cc else target.cc.name,
                            timeout_s=example.timeout_s)
-    if os.environ.get("LONGLOOK_MODE") == "virtual":
+    if virtual_time():
         from harness import virtual
 
         result = virtual.transfer(example.schedule, out, target.stack, example.plan, opts)

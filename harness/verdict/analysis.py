@@ -8,6 +8,7 @@ clock), so the same properties run on every stack, later also in virtual time.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 from harness.schedule import Flow
 from harness.observe.events import CongestionState, Metrics, PacketAcked, PacketLost, PacketSent, PtoExpired, Trace
@@ -109,6 +110,84 @@ def new_ack_arrivals(view, direction: str = "c2s") -> list[float]:
                     largest = f.largest
                     out.append(d.t_us)
     return out
+
+
+@dataclass(frozen=True)
+class AckSeen:
+    """One ACK frame reaching the sender, as the sender side's capture shows it, with
+    what it did to the sender's packets in the order frames arrived."""
+
+    t_us: float  # arrival at the sender's side of the link
+    space: str
+    largest: int
+    delay_us: int  # ACK Delay, decoded with the ACKs' sender's ack_delay_exponent
+    newly: int  # packets it acknowledged for the first time
+    new_largest: bool  # its largest acknowledged is one of those
+    eliciting: bool  # one of those was ack-eliciting
+    sample_us: float | None  # arrival minus the send of its largest acknowledged (None: never seen sent)
+
+    @property
+    def gives_sample(self) -> bool:
+        """RFC 9002 §5.1: an RTT sample is taken from this frame (new largest, ack-eliciting)."""
+        return self.new_largest and self.eliciting and self.sample_us is not None
+
+
+def acks_received(view, direction: str = "c2s") -> list[AckSeen]:
+    """Every ACK frame reaching the data sender (ACKs travel in `direction`) of the
+    connection that sent the most, in arrival order; a packet's duplicates are left
+    out, as its receiver discards them."""
+    sender = "s2c" if direction == "c2s" else "c2s"
+    counts = Counter(d.conn for d in view.datagrams if d.direction == sender and d.conn is not None)
+    if not counts:
+        return []
+    conn = counts.most_common(1)[0][0]
+    exponent = view.connections[conn].ack_delay_exponent[direction]
+    sent: dict[tuple[str, int], tuple[float, bool]] = {}
+    acked: set[tuple[str, int]] = set()
+    received: set[tuple[str, int]] = set()  # a duplicated packet is discarded unread (RFC 9000 §12.3)
+    out = []
+    for d in view.datagrams:
+        if d.conn != conn:
+            continue
+        if d.direction == sender and d.entered:
+            for p in d.packets:
+                if p.pn is not None:
+                    sent.setdefault((p.space, p.pn), (d.t_us, p.ack_eliciting))
+        elif d.direction == direction and not d.entered:
+            for p in d.packets:
+                if (p.space, p.pn) in received:
+                    continue
+                received.add((p.space, p.pn))
+                for f in p.frames:
+                    if getattr(f, "name", "") != "ack":
+                        continue
+                    newly = [pn for pn in f.acked() if (p.space, pn) in sent and (p.space, pn) not in acked]
+                    acked.update((p.space, pn) for pn in newly)
+                    largest_sent = sent.get((p.space, f.largest))
+                    out.append(AckSeen(d.t_us, p.space, f.largest, f.delay_us(exponent), len(newly),
+                                       f.largest in newly, any(sent[(p.space, pn)][1] for pn in newly),
+                                       d.t_us - largest_sent[0] if largest_sent else None))
+    return out
+
+
+def max_ack_delay_us(view, direction: str = "c2s") -> int:
+    """The max_ack_delay (µs) the ACKs' sender declared in its transport parameters,
+    25 ms when it declared none (RFC 9000 §18.2), of the connection that sent the most."""
+    sender = "s2c" if direction == "c2s" else "c2s"
+    counts = Counter(d.conn for d in view.datagrams if d.direction == sender and d.conn is not None)
+    conn = counts.most_common(1)[0][0] if counts else 0
+    return view.connections[conn].max_ack_delay_us[direction] if view.connections else 25_000
+
+
+def handshake_confirmed_us(view, direction: str = "s2c") -> float | None:
+    """When the server confirmed the handshake, as the wire shows it: its first
+    HANDSHAKE_DONE (RFC 9001 §4.1.2: a server confirms on completing the handshake,
+    and sends HANDSHAKE_DONE then). None when none was captured."""
+    for d in view.datagrams:
+        if d.direction == direction and d.entered and any(
+                getattr(f, "name", "") == "handshake_done" for p in d.packets for f in p.frames):
+            return d.t_us
+    return None
 
 
 def bytes_newly_acknowledged(view, t_from_us: float, t_to_us: float, slack_us: float = 1_000) -> int:

@@ -26,3 +26,10 @@ def transfer_time_bound_s(schedule: Schedule, total_bytes: int) -> float:
             end = schedule.phases[i + 1].start_us if i + 1 < len(schedule.phases) else p.start_us
             dark_s += (end - p.start_us) / 1e6
     return 20 * total_bytes * 8 / slowest + 20 * rtt_s + 2 * dark_s + 10.0
+
+
+def path_rtt_us(schedule: Schedule) -> float:
+    """The least round trip any phase's link gives: both directions' base delays
+    (jitter only adds, and per-packet actions only hold or delay). No RTT sample of
+    a real path can be shorter."""
+    return min((p.c2s.delay_us or 0) + (p.s2c.delay_us or 0) for p in schedule.phases)

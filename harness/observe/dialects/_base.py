@@ -116,9 +116,10 @@ class _Walk:
 
 #: The capabilities a dialect may declare: packet_lost events; the ACK frames it
 #: received (packet_acked); the congestion window, bytes in flight and smoothed RTT
-#: in its metrics; congestion states.
+#: in its metrics; its RTT samples (latest_rtt and min_rtt in its metrics);
+#: congestion states.
 CAPABILITIES = frozenset({"packet_lost", "ack_frames", "congestion_window", "bytes_in_flight", "smoothed_rtt",
-                          "congestion_state"})
+                          "rtt_samples", "congestion_state"})
 
 
 class Dialect:
