@@ -1,0 +1,231 @@
+"""Loss recovery's obligations: losses declared in time, reductions that must happen,
+and collapses that must not happen early.
+
+RFC 9002 §6.1.2: "Once a later packet within the same packet number space has been
+acknowledged, an endpoint SHOULD declare an earlier packet lost if it was sent a
+threshold amount of time in the past" (9/8 · max(smoothed_rtt, latest_rtt)).
+RFC 9002 §7.3.2: "The congestion window MUST be set to the reduced value of the slow
+start threshold before exiting the recovery period."
+RFC 9002 §7.6.2: persistent congestion, and the collapse to kMinimumWindow it brings,
+needs lost packets whose send times lie further apart than the persistent
+congestion duration.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from harness.observe.events import Metrics, PacketAcked, PacketSent
+from harness.schedule import TransferPlan, strategies
+from harness.schedule.strategies import QUIC, BaseLink
+from harness.schedule.types import Action
+from harness.verdict import analysis, outcomes
+from harness.verdict.bounds import BETA
+from harness.verdict.deviation import check
+
+PLAN = TransferPlan(sizes=(1_000_000,))
+#: Sequential small objects: each one ends in a tail, where only the time threshold
+#: can declare a loss (fewer than kPacketThreshold packets follow it).
+TAILS_PLAN = TransferPlan(sizes=(20_000,) * 8, testcase="transfer")
+#: Stacks log a window change and the event behind it microseconds apart, in either
+#: order (µs).
+ORDER_SLACK_US = 1_000
+#: §6.1.2's kTimeThreshold and kGranularity (µs); the loss timer may fire this late.
+K_TIME_THRESHOLD, K_GRANULARITY_US = 9 / 8, 1_000
+TIMER_SLACK_US = 2 * K_GRANULARITY_US
+K_PACKET_THRESHOLD = 3
+#: A cut by less than this share is no reduction (harness/observe/reductions.py).
+NO_REDUCTION = 1 - analysis.REDUCTION_FRACTION
+
+
+def _first_acks(trace, view) -> list[tuple[float, int]]:
+    """(when the sender first learnt it, pn) of each application packet acknowledged,
+    in time order: from its own log, or, where that has no ACK frames (quinn), from
+    the ACK frames reaching it on the wire."""
+    first: dict[int, float] = {}
+    for a in trace.of(PacketAcked):
+        if a.space == "application":
+            first.setdefault(a.pn, a.t_us)
+    if not first:
+        unacked = sorted({p.pn for d in view.datagrams if d.entered and d.direction == "s2c"
+                          for p in d.packets if p.space == "application" and p.pn is not None})
+        for d in view.datagrams:
+            if d.entered or d.direction != "c2s":
+                continue
+            for f in (f for p in d.packets if p.space == "application" for f in p.frames):
+                for low, high in getattr(f, "ranges", ()) if getattr(f, "name", "") == "ack" else ():
+                    i, k = bisect.bisect_left(unacked, low), bisect.bisect_right(unacked, high)
+                    first.update((pn, d.t_us) for pn in unacked[i:k])
+                    del unacked[i:k]
+    return sorted((t, pn) for pn, t in first.items())
+
+
+def _windows(trace) -> list[tuple[float, int, int | None]]:
+    return [(t, c, s) for t, c, _, s in analysis.cwnd_series(trace)]
+
+
+@example(schedule=strategies.CLEAN_LINK)
+@example(schedule=BaseLink().schedule(0, actions=[Action("s2c", 200, "drop", flow=QUIC)]))
+@given(schedule=strategies.loss_only())
+def test_recovery_ends_at_the_reduced_window(longlook, target, schedule):
+    """RFC 9002 §7.3.2: each recovery period — opened by a declared loss of a packet
+    sent after the previous period began, closed when a packet sent after it opened
+    is acknowledged — brings the window, at once or gradually (PRR), to at most the
+    reduced ssthresh plus one datagram by its end: ssthresh as logged, and in any case
+    a reduction of more than 10% (kMinimumWindow floors it). Trigger: a recovery
+    period that ended."""
+    if BETA.get(target.cc.family) is None:
+        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}) has no multiplicative decrease")
+    outcomes.require(target, "packet_lost")
+    outcomes.require(target, "congestion_window")
+    with longlook.run(target, schedule, PLAN) as obs:
+        obs.completed()
+        trace = obs.sender
+        mss = analysis.max_datagram(trace)
+        sent = {p.pn: p.t_us for p in trace.of(PacketSent) if p.space == "application"}
+        view = obs.wire
+        # Only a packet in flight is a congestion signal (§7.3.2, B.8): stacks also
+        # declare ACK-only packets lost.
+        eliciting = {p.pn for d in view.datagrams if d.entered and d.direction == "s2c"
+                     for p in d.packets if p.space == "application" and p.ack_eliciting}
+        acks = _first_acks(trace, view)
+        windows = _windows(trace)
+        times = [t for t, _, _ in windows]
+        ended, missing = 0, []
+        start = None
+        for loss in sorted(analysis.losses(trace), key=lambda e: e.t_us):
+            if loss.space != "application" or loss.pn not in eliciting or (
+                    start is not None and sent.get(loss.pn, -1) <= start):
+                continue
+            start = loss.t_us
+            end = next((t for t, pn in acks if t >= start and sent.get(pn, -1) > start), None)
+            if end is None or not windows:
+                continue
+            ended += 1
+            i = bisect.bisect_left(times, start - ORDER_SLACK_US)
+            before = max([c for _, c, _ in windows[max(i - 1, 0):bisect.bisect_left(times, start)]], default=None)
+            during = windows[i:bisect.bisect_right(times, end + ORDER_SLACK_US)]
+            if before is None:
+                continue
+            logged = [s for _, _, s in during if s is not None]
+            target_b = max(min([*logged[-1:], NO_REDUCTION * before]), 2 * mss)
+            lowest = min([c for _, c, _ in during], default=before)
+            if lowest > target_b + mss:
+                missing.append((start, end, before, lowest, target_b, loss.pn))
+        if not ended:
+            outcomes.not_exercised("no recovery period ended in this run")
+        first = missing[0] if missing else None
+        check(not missing, "no-reduction-in-recovery", lambda: (
+            f"{target.id}: {len(missing)} of {ended} recovery periods ended above the reduced window; first: "
+            f"opened by the loss of pn {first[5]} at t={first[0] / 1e6:.4f} s with cwnd {first[2]}, ended at "
+            f"t={first[1] / 1e6:.4f} s with the window never below {first[3]} B (ssthresh or a >10% cut: "
+            f"{first[4]:.0f} B, one datagram {mss} B of slack)"
+        ), unreduced=len(missing), lowest_over_before=first[3] / first[2] if first else 0.0)
+
+
+@example(schedule=strategies.dark(BaseLink(), 0, 600, 1500))
+@example(schedule=BaseLink().schedule(0, actions=[Action("s2c", i, "drop", flow=QUIC) for i in range(200, 206)]))
+@given(schedule=st.one_of(strategies.loss_only(), strategies.blackholes()))
+def test_no_collapse_before_persistent_congestion(longlook, target, schedule):
+    """RFC 9002 §7.6.2: the window collapses to kMinimumWindow (a cut from at least 8
+    datagrams to at most 3, below what β explains) only after the link dropped every datagram of the
+    transfer sent over more than the persistent congestion duration,
+    3 × (smoothed_rtt + max(4·rttvar, kGranularity)) by the sender's last logged
+    estimates (max_ack_delay left out, in the sender's favour). Read off the ground
+    truth. Trigger: the link dropped a datagram of the transfer."""
+    outcomes.require(target, "congestion_window")
+    with longlook.run(target, schedule, TransferPlan(sizes=(2_000_000,)), timeout_s=60) as obs:
+        obs.completed()
+        trace = obs.sender
+        mss = analysis.max_datagram(trace)
+        records = sorted((r for r in obs.transfer_records() if r.fate != "duplicate"), key=lambda r: r.arr_us)
+        if not any(r.fate == "dropped" for r in records):
+            outcomes.not_exercised("the link dropped no datagram of the transfer")
+        # A collapse: a cut to about kMinimumWindow deeper than any multiplicative
+        # decrease (β·cwnd, or for CUBIC β·bytes in flight, RFC 9438 §4.6) explains.
+        beta = BETA.get(target.cc.family) or 0.5
+        collapses = [c for c in analysis.reductions(trace) if c.after <= 3 * mss and c.before >= 8 * mss
+                     and c.after < min(beta * c.before, beta * (c.bytes_in_flight or c.before)
+                                       if target.cc.family == "cubic" else beta * c.before) - mss]
+        estimates = [(m.t_us, m.smoothed_rtt_us, m.rtt_variance_us) for m in trace.of(Metrics)
+                     if m.smoothed_rtt_us is not None]
+        base = 2 * (schedule.phases[0].s2c.delay_us or 0)
+        prev = float("-inf")
+        for c in collapses:
+            srtt, var = next(((s, v) for t, s, v in reversed(estimates) if t < c.t_us), (base, 0.0))
+            duration = 3 * (srtt + max(4 * (var or 0.0), K_GRANULARITY_US))
+            longest, run_from = 0.0, None
+            for r in records:
+                if r.arr_us > c.t_us:
+                    break
+                if r.arr_us <= prev or r.fate != "dropped":
+                    run_from = None
+                    continue
+                run_from = r.arr_us if run_from is None else run_from
+                longest = max(longest, r.arr_us - run_from)
+            check(longest >= duration - K_GRANULARITY_US, "early-collapse", lambda: (
+                f"{target.id}: {c.describe()}, a collapse to kMinimumWindow ({2 * mss} B), but the longest run of "
+                f"the transfer's datagrams the link dropped before it spans {longest / 1e3:.1f} ms, less than the "
+                f"persistent congestion duration {duration / 1e3:.1f} ms (smoothed RTT {srtt / 1e3:.1f} ms, "
+                f"rttvar {(var or 0) / 1e3:.1f} ms)"
+            ), loss_span_over_duration=longest / duration)
+            prev = c.t_us
+
+
+@example(schedule=BaseLink().schedule(0, actions=[Action("s2c", i, "drop", flow=QUIC) for i in range(24, 160, 7)]))
+@given(schedule=strategies.loss_only())
+def test_loss_declared_by_time_threshold(longlook, target, schedule):
+    """RFC 9002 §6.1.2: a packet the link dropped is declared lost (qlog packet_lost)
+    no later than kTimeThreshold × max(smoothed_rtt, latest_rtt) (the largest the
+    sender logged meanwhile) after it was sent, or when a later packet is first
+    acknowledged if that is later, plus 2 ms of timer slack. Small objects fetched
+    one after another end in tails, where the packet threshold cannot apply. Trigger:
+    a dropped packet whose deadline came before kPacketThreshold later packets were
+    acknowledged, with at least one later packet acknowledged before it."""
+    outcomes.require(target, "packet_lost")
+    with longlook.run(target, schedule, TAILS_PLAN) as obs:
+        obs.completed()
+        trace = obs.sender
+        view = obs.wire
+        sent = {p.pn: p.t_us for p in trace.of(PacketSent) if p.space == "application"}
+        declared: dict[int, float] = {}
+        for e in analysis.losses(trace):
+            if e.space == "application":
+                declared.setdefault(e.pn, e.t_us)
+        dropped = {r.idx for r in obs.transfer_records() if r.fate == "dropped"}
+        pns = sorted(p.pn for d in view.datagrams if d.entered and d.direction == "s2c" and d.link_idx in dropped
+                     for p in d.packets if p.space == "application" and p.ack_eliciting and p.pn in sent)
+        acks = _first_acks(trace, view)
+        rtts = [(m.t_us, max(m.smoothed_rtt_us or 0, m.latest_rtt_us or 0)) for m in trace.of(Metrics)
+                if m.smoothed_rtt_us or m.latest_rtt_us]
+        end_of_trace = trace.events[-1].t_us
+        tails, late, judged = 0, [], 0
+        for pn in pns:
+            later = [t for t, q in acks if q > pn]
+            if not later:
+                continue  # nothing later acknowledged: a PTO's business (§6.2)
+            t_sent, t_later = sent[pn], min(later)
+            deadline = t_later
+            for _ in range(2):  # the RTT logged up to the deadline sets the deadline
+                rtt = max([r for t, r in rtts if t <= deadline], default=0.0)
+                deadline = max(t_later, t_sent + K_TIME_THRESHOLD * rtt)
+            if deadline + TIMER_SLACK_US > end_of_trace:
+                continue
+            judged += 1
+            acked_by_then = sum(1 for t, q in acks if q > pn and t <= deadline)
+            tails += acked_by_then < K_PACKET_THRESHOLD
+            t_decl = declared.get(pn)
+            if t_decl is None or t_decl > deadline + TIMER_SLACK_US:
+                late.append((pn, t_sent, deadline, t_decl, rtt))
+        if not tails:
+            outcomes.not_exercised(f"no dropped packet needed the time threshold ({judged} judged by deadline)")
+        first = late[0] if late else None
+        check(not late, "loss-declared-late", lambda: (
+            f"{target.id}: {len(late)} of {judged} dropped packets were declared lost after the time threshold; "
+            f"first: pn {first[0]} sent at t={first[1] / 1e6:.4f} s, deadline t={first[2] / 1e6:.4f} s "
+            f"(9/8 × {first[4] / 1e3:.1f} ms), declared "
+            + (f"at t={first[3] / 1e6:.4f} s" if first[3] is not None else "never")
+        ), late=len(late), delay_over_rtt=((first[3] - first[1]) / first[4]) if first and first[3] and first[4] else -1.0)

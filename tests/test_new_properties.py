@@ -1,0 +1,56 @@
+"""The properties of properties/test_sending.py and properties/test_recovery_rules.py
+can fail: each one, run in virtual time on aioquic with a planted controller
+(tests/mutants/), fails with its own deviation kind, while stock NewReno passes it.
+
+Slow: each case is a pytest run of one property (a few seconds of virtual time each,
+~10 s of wall clock). No root needed: virtual time runs no namespace."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: (property node, mutant --cc, the deviation kind it must fail with).
+CASES = [
+    ("properties/test_sending.py::test_no_send_beyond_congestion_window",
+     "tests.mutants.sends_beyond_window:SendsBeyondWindow", "beyond-cwnd"),
+    ("properties/test_sending.py::test_probes_are_ack_eliciting",
+     "tests.mutants.ack_only_probes:AckOnlyProbes", "probe-not-ack-eliciting"),
+    ("properties/test_sending.py::test_probe_bursts_are_at_most_two_datagrams",
+     "tests.mutants.probe_burst_of_five:ProbeBurstOfFive", "probe-burst-too-long"),
+    ("properties/test_recovery_rules.py::test_recovery_ends_at_the_reduced_window",
+     "tests.mutants.no_reduction_on_loss:NoReductionOnLoss", "no-reduction-in-recovery"),
+    ("properties/test_recovery_rules.py::test_no_collapse_before_persistent_congestion",
+     "tests.mutants.collapse_on_every_loss:CollapseOnEveryLoss", "early-collapse"),
+    ("properties/test_recovery_rules.py::test_loss_declared_by_time_threshold",
+     "tests.mutants.late_time_threshold:LateTimeThreshold", "loss-declared-late"),
+]
+
+
+def _run(node: str, cc: str, artifacts: Path) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "pytest", node, "--impl", "aioquic", "--cc", cc, "--mode", "virtual",
+            "--no-real-recheck", "--hypothesis-profile", "ci", "--artifacts", str(artifacts),
+            "-p", "no:cacheprovider", "-q"]
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("node, mutant, kind", CASES, ids=[c[2] for c in CASES])
+def test_the_mutant_fails_the_property_with_its_kind(node, mutant, kind, tmp_path):
+    r = _run(node, mutant, tmp_path / "art")
+    assert r.returncode == 1, r.stdout[-3000:]
+    assert f"[deviation: {kind}]" in r.stdout, r.stdout[-3000:]
+    assert "1 failed" in r.stdout, r.stdout[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("node", sorted({c[0] for c in CASES}), ids=lambda n: n.split("::")[1])
+def test_stock_newreno_passes_the_property(node, tmp_path):
+    r = _run(node, "newreno", tmp_path / "art")
+    # Exit 0 alone would also be an all-skipped or not-exercised case: it must be judged.
+    assert r.returncode == 0 and "1 passed" in r.stdout and "not exercised" not in r.stdout, r.stdout[-3000:]
