@@ -118,13 +118,15 @@ def _wait_for(pred, timeout_s: float):
 
 def test_sigkilled_run_leaves_nothing_after_the_next_run(netns_ready, tmp_path):
     """SIGKILL a transfer mid-way; the next run sweeps its namespaces, emulator and
-    endpoints, so no namespace, TUN device or process of it remains."""
+    endpoints, so no namespace, TUN device or process of it remains. The killed run
+    has its lifeline off (what a runner killed together with its reaper leaves; the
+    lifeline itself is tests/test_chaos_kill.py's)."""
     if not endpoints.load("tcp").is_built():
         skip_or_fail("tcp endpoint is not built; run `make setup`")
     proc = subprocess.Popen(
         [*CLI, "transfer", "--impl", "tcp", "--bytes", "50MB", "--rate", "5mbit", "--rtt", "40ms",
          "--out", str(tmp_path / "killed")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, LONGLOOK_LIFELINE="off"),
     )
     try:
         mine = lambda: [n for n in netns.list_ours() if netns.owner_pid(n) == proc.pid]

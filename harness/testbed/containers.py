@@ -7,6 +7,8 @@ network namespace ``ll-<owner pid>-<4 hex>`` (``ip netns attach``), so the emula
 pyroute2 and harness.testbed.netns treat it like any namespace of ours, and
 :func:`harness.testbed.netns.sweep_stale` already covers it. Every container carries the
 label ``longlook.owner=<pid>``: :func:`sweep_stale` removes those whose owner is gone.
+Both the containers and their namespaces' names are registered with the runner's
+reaper (harness.testbed.lifeline), which removes them at once if the runner is killed.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.testbed import netns
+from harness.testbed import lifeline, netns
 
 OWNER_LABEL = "longlook.owner"
 #: The interop runner's simulator answers here once the network is up; images wait for it.
@@ -39,7 +41,9 @@ class DockerError(RuntimeError):
 def docker(*args: str, timeout_s: float = 30.0, check: bool = True) -> subprocess.CompletedProcess:
     """Runs the docker CLI; DockerError carries its stderr when it fails and `check`."""
     try:
-        done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout_s, check=False)
+        # The CLI dies with the runner; a container it created is the reaper's.
+        done = subprocess.run(lifeline.argv(["docker", *args]), capture_output=True, text=True,
+                              timeout=timeout_s, check=False)
     except FileNotFoundError:
         raise DockerError(f"no docker command on PATH; {ENGINE_FIX}") from None
     except subprocess.TimeoutExpired:
@@ -89,8 +93,11 @@ class Container:
     def attach_netns(self) -> str:
         """Names the container's network namespace so the emulator can open a TUN in it."""
         self.ns = netns.new_name()
-        done = subprocess.run(["ip", "netns", "attach", self.ns, str(self.pid)], capture_output=True, text=True)
+        lifeline.register("netns", self.ns)
+        done = subprocess.run(lifeline.argv(["ip", "netns", "attach", self.ns, str(self.pid)]),
+                              capture_output=True, text=True)
         if done.returncode != 0:
+            lifeline.unregister("netns", self.ns)
             self.ns = ""
             raise DockerError(f"ip netns attach for {self.role} container {self.name}: {done.stderr.strip()}")
         return self.ns
@@ -158,7 +165,7 @@ class Container:
     def save_logs(self, workdir: Path) -> None:
         """The container's stdout and stderr into workdir/stdout and workdir/stderr."""
         with (workdir / "stdout").open("wb") as out, (workdir / "stderr").open("wb") as err:
-            subprocess.run(["docker", "logs", self.id], stdout=out, stderr=err, check=False, timeout=30)
+            subprocess.run(lifeline.argv(["docker", "logs", self.id]), stdout=out, stderr=err, check=False, timeout=30)
 
     def remove(self) -> None:
         """Removes the container, its namespace's name and the sim listener; idempotent."""
@@ -166,6 +173,7 @@ class Container:
             sock.close()
         self._listeners.clear()
         docker("rm", "--force", "--volumes", self.id, check=False)
+        lifeline.unregister("container", self.name)
         if self.ns:
             netns.remove(self.ns)
             self.ns = ""
@@ -186,9 +194,11 @@ def run_container(image: str, name: str, role: str, env: dict[str, str], mounts:
         argv += ["--volume", f"{src}:{dst}"]
     for key, value in env.items():
         argv += ["--env", f"{key}={value}"]
+    lifeline.register("container", name)  # before it exists: a kill mid-`docker run` is covered
     done = docker(*argv, image, check=False)
     if done.returncode != 0:
         docker("rm", "--force", name, check=False)
+        lifeline.unregister("container", name)
         raise DockerError(f"image {image} did not start as {role}: {done.stderr.strip()}")
     container = Container(done.stdout.strip(), name, role, image)
     state = docker("inspect", "--format", "{{.State.Pid}}", container.id).stdout.strip()

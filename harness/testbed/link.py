@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.testbed import netns
+from harness.testbed import lifeline, netns
 from harness.schedule import Schedule
 
 __all__ = [
@@ -80,8 +80,9 @@ def check_schedule(path: str | Path) -> None:
 
 
 def run_in_ns(ns: str, argv: list[str], **popen_kwargs: Any) -> subprocess.Popen:
-    """Start ``argv`` inside namespace ``ns``; ``popen_kwargs`` go to Popen."""
-    return subprocess.Popen(["ip", "netns", "exec", ns, *argv], **popen_kwargs)
+    """Start ``argv`` inside namespace ``ns``; ``popen_kwargs`` go to Popen. It dies
+    with this process (harness.testbed.lifeline)."""
+    return lifeline.popen(["ip", "netns", "exec", ns, *argv], **popen_kwargs)
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,7 @@ class Link:
         if len(bytes(self.control_path)) > _SUN_PATH_MAX:
             # Unix socket paths are limited to 108 bytes; a deep workdir gets a short one.
             self._control_dir = Path(tempfile.mkdtemp(prefix="llctl-"))
+            lifeline.register("tmpdir", str(self._control_dir))
             self.control_path = self._control_dir / "control.sock"
         self.ready: dict[str, Any] = {}
         self.returncode: int | None = None
@@ -176,8 +178,8 @@ class Link:
         stdout = (self.workdir / "link.stdout").open("wb")
         stderr = (self.workdir / "link.stderr").open("wb")
         with stdout, stderr:
-            self._proc = subprocess.Popen(self.argv(), stdout=stdout, stderr=stderr,
-                                          stdin=subprocess.DEVNULL)
+            # Dies with the runner: nothing else would stop it (harness.testbed.lifeline).
+            self._proc = lifeline.popen(self.argv(), stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL)
         try:
             self.ready = self._wait_ready()
             opts = self.options
@@ -230,8 +232,10 @@ class Link:
                     proc.kill()
                     proc.wait()
             self.returncode = proc.returncode
+            lifeline.release(proc)
         if self._control_dir is not None:
             shutil.rmtree(self._control_dir, ignore_errors=True)
+            lifeline.unregister("tmpdir", str(self._control_dir))
 
     def _stderr_tail(self, limit: int = 2000) -> str:
         """Return the end of the emulator's stderr, for error messages."""

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from pyroute2 import NetNS, netns
 
+from harness.testbed import lifeline
+
 PREFIX = "ll-"
 _NAME_RE = re.compile(r"^ll-(\d+)-[0-9a-f]{4}$")
 
@@ -94,6 +96,8 @@ def create(name: str) -> None:
     Raises NetnsError (after removing the half-made namespace) on failure.
     """
     raise_global_minimums()
+    # Registered first: a runner killed between the two still has it removed.
+    lifeline.register("netns", name)
     netns.create(name)
     try:
         apply_sysctls(name, NAMESPACE_SYSCTLS)
@@ -113,6 +117,7 @@ def remove(name: str) -> None:
         for pid in pids_in(name):
             _terminate(pid, grace_s=1.0)
         netns.remove(name)
+    lifeline.unregister("netns", name)
 
 
 def pids_in(name: str) -> list[int]:
@@ -138,7 +143,7 @@ def apply_sysctls(name: str, values: dict[str, str]) -> None:
     """Set sysctls inside namespace ``name``; raise NetnsError naming any refused."""
     argv = ["ip", "netns", "exec", name, sys.executable, "-c", _SYSCTL_CHILD]
     argv += [f"{key}={value}" for key, value in values.items()]
-    result = subprocess.run(argv, capture_output=True, text=True, check=False)
+    result = subprocess.run(lifeline.argv(argv), capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise NetnsError(f"sysctl in namespace {name} failed: {result.stderr.strip()}")
 
@@ -175,7 +180,8 @@ def namespace_pair() -> Iterator[tuple[str, str]]:
     """Yield fresh (client_ns, server_ns) names; always remove both on exit.
 
     Cleanup runs on normal exit, on exceptions and on KeyboardInterrupt; a
-    SIGKILLed owner leaves them to :func:`sweep_stale`.
+    SIGKILLed owner's reaper removes them (harness.testbed.lifeline), and
+    :func:`sweep_stale` whatever a reaper killed with its owner left.
     """
     names: list[str] = []
     try:

@@ -5,8 +5,9 @@ between them, endpoints started inside, and a cleanup that always runs.
         result = bed.transfer(load("aioquic"), TransferPlan(sizes=(5_000_000,)))
 
 Everything a run produces lands under `out_dir` (layout in docs/testbed.md). Cleanup
-covers success, exceptions and Ctrl-C; a SIGKILLed earlier run is swept on entry
-(namespaces carry their owner's pid, see harness.testbed.netns).
+covers success, exceptions and Ctrl-C; when the runner is SIGKILLed, what it started
+dies with it (harness.testbed.lifeline), and an earlier run's leftovers are swept on
+entry (namespaces carry their owner's pid, see harness.testbed.netns).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from harness.testbed import netns
+from harness.testbed import lifeline, netns
 from harness.testbed.certs import write_certs
 from harness.testbed.contract import (  # noqa: F401  (the testbed's public names, as before)
     FLOW_WINDOW,
@@ -110,7 +111,8 @@ class Testbed:
 
     def start_endpoint(self, stack: Stack, role: str, env: dict[str, str], workdir: Path) -> subprocess.Popen:
         """Starts `stack`'s endpoint as `role` in its namespace, in its own process
-        group (so the whole tree can be stopped), stdout/stderr into `workdir`."""
+        group (so the whole tree can be stopped), stdout/stderr into `workdir`; it
+        dies with this process (harness.testbed.lifeline)."""
         ns = self.client_ns if role == "client" else self.server_ns
         full_env = dict(os.environ)
         # Python endpoints run under the harness's interpreter with the caller's
@@ -126,7 +128,7 @@ class Testbed:
         out = (workdir / "stdout").open("wb")
         err = (workdir / "stderr").open("wb")
         with out, err:
-            proc = subprocess.Popen(
+            proc = lifeline.popen(
                 ["ip", "netns", "exec", ns, *stack.argv],
                 env=full_env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                 cwd=workdir, start_new_session=True,
@@ -182,8 +184,8 @@ class Testbed:
     def _spawn(self, ns: str, argv: list[str], log_stem: Path) -> subprocess.Popen:
         out, err = (log_stem.with_suffix(".stdout")).open("wb"), (log_stem.with_suffix(".stderr")).open("wb")
         with out, err:
-            proc = subprocess.Popen(["ip", "netns", "exec", ns, *argv], stdout=out, stderr=err,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = lifeline.popen(["ip", "netns", "exec", ns, *argv], stdout=out, stderr=err,
+                                  stdin=subprocess.DEVNULL, start_new_session=True)
         self._competitors.append(proc)
         self._procs.append(proc)  # stopped with the endpoints if anything goes wrong
         return proc
@@ -332,13 +334,15 @@ def _stop_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
             break
         except subprocess.TimeoutExpired:
             continue
+    if proc.returncode is not None:
+        lifeline.release(proc)
     # Children that left the group are still inside the namespace; the namespace
     # sweep (netns.kill_namespace_processes) catches them.
 
 
 def _listening(ns: str, port: int) -> bool:
     """Whether a TCP socket listens on `port` inside namespace `ns`."""
-    out = subprocess.run(["ip", "netns", "exec", ns, "ss", "-Htln", f"sport = :{port}"],
+    out = subprocess.run(lifeline.argv(["ip", "netns", "exec", ns, "ss", "-Htln", f"sport = :{port}"]),
                          capture_output=True, text=True, check=False).stdout
     return bool(out.strip())
 

@@ -3,12 +3,17 @@
 Used by the cleanup test: it creates a pair and starts ``longlook-link``,
 prints ``{"client": .., "server": .., "link_pid": ..}`` and sleeps. Killing
 this process with SIGKILL skips every ``finally``, exactly like a crashed run,
-so what it made is left for ``harness.testbed.netns.sweep_stale``.
+so what it made is left for ``harness.testbed.netns.sweep_stale``. Its lifeline is
+off (harness/testbed/lifeline.py): it stands for a run killed together with its
+reaper, whose leftovers only the sweep removes.
 """
 
 import json
+import os
 import sys
 import time
+
+os.environ["LONGLOOK_LIFELINE"] = "off"
 
 from harness.testbed.link import Link
 from harness.testbed.netns import namespace_pair
