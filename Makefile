@@ -52,8 +52,14 @@ IMPL ?= aioquic,quic-go
 PROFILE ?= ci
 # More pytest options, e.g. CHECK_ARGS="--junitxml artifacts/check.xml".
 CHECK_ARGS ?=
+# Also writes the results (artifacts/results.ndjson) and the report a person opens
+# (artifacts/report/index.html); the verdict is pytest's exit status.
 check: setup
-	$(PY) -m pytest properties/ --impl $(IMPL) --hypothesis-profile $(PROFILE) $(CHECK_ARGS)
+	@mkdir -p artifacts
+	$(PY) -m pytest properties/ --impl $(IMPL) --hypothesis-profile $(PROFILE) --results artifacts/results.ndjson \
+		$(CHECK_ARGS); status=$$?; \
+	$(PY) -m harness.cli report artifacts/results.ndjson --out artifacts/report \
+		|| echo "check: no report (see above)"; exit $$status
 
 # The mutant zoo (issue 7): every mutant of tests/mutants/catalogue.py against the
 # properties, then the table and the score. Takes about an hour; narrow it with

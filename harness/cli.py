@@ -7,6 +7,7 @@
     longlook impls
     longlook coverage [artifacts/model-coverage] [--diagrams DIR]
     longlook coverage --requirements [RESULTS.xml ...]   (spec/requirements.toml; docs/requirements.md)
+    longlook report RESULTS.ndjson ... --out DIR   (a static HTML matrix from `pytest --results`)
 
 Every user error ends as one line on stderr naming the problem and the fix, exit 2;
 a transfer that fails ends with exit 1 and its artifacts kept.
@@ -78,6 +79,12 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--requirements", action="store_true",
                    help="print the requirement catalogue (spec/requirements.toml): its judges, and per stack "
                         "judged / not exercised / not observable / unjudged from the JUnit XML files given")
+    rp = sub.add_parser("report", help="a static HTML site (matrix, evidence, findings, requirement coverage) "
+                                       "from the results of `pytest properties/ --results FILE`")
+    rp.add_argument("results", nargs="+", type=Path,
+                    help="results files (NDJSON) or directories of them; several shards merge into one matrix")
+    rp.add_argument("--out", type=Path, required=True, help="directory for the site (index.html)")
+    rp.add_argument("--no-plots", action="store_true", help="do not draw the failing examples' cwnd plots")
     return p
 
 
@@ -247,6 +254,32 @@ def _requirement_coverage(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(a: argparse.Namespace) -> int:
+    from harness.report.site import build_site
+    from harness.results.store import ResultsError, coverage, read
+
+    try:
+        results = read(a.results)
+    except ResultsError as e:
+        raise units.UnitError(str(e)) from None
+    from harness.verdict.requirements import RequirementsError
+
+    try:
+        cov = coverage(results.records)
+    except RequirementsError as e:
+        raise units.UnitError(str(e)) from None
+    try:
+        made = build_site(results.records, a.out, sources=results.sources, coverage=cov, plots=not a.no_plots)
+    except OSError as e:
+        raise units.UnitError(f"--out {a.out}: cannot write the report ({e})") from None
+    for note in made["notes"]:
+        print(f"note: {note}", file=sys.stderr)
+    replaced = f", {results.replaced} replaced by a later record" if results.replaced else ""
+    print(f"{a.out / 'index.html'}: {made['records']} records from {len(results.sources)} file(s){replaced}, "
+          f"{made['cells']} cells, {made['plots']} plots, {made['seconds']} s")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
     from harness.testbed.link import LinkError, ScheduleError
@@ -256,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return {"transfer": cmd_transfer, "impls": cmd_impls, "replay": cmd_replay,
-                "coverage": cmd_coverage}[a.command](a)
+                "coverage": cmd_coverage, "report": cmd_report}[a.command](a)
     except (StackError, units.UnitError, TestbedError, ScheduleError, LinkError, NetnsError, TlcError) as e:
         print(f"longlook: {e}", file=sys.stderr)
         return 2

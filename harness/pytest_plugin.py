@@ -14,6 +14,8 @@ Options (group "longlook"; each also settable by environment variable):
   --mode real|virtual   real time (namespaces) or virtual time for sans-IO stacks
                         (LONGLOOK_MODE; docs/virtual-time.md)
   --no-real-recheck     in virtual mode, do not replay a failure in real time
+  --results FILE        write one JSON record per property case (NDJSON; harness/results/),
+                        for `longlook report` (LONGLOOK_RESULTS)
 
 Hypothesis profiles, chosen with Hypothesis' own --hypothesis-profile:
   ci       a few derandomised examples per property; deadline off; shrinking bounded
@@ -75,6 +77,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--no-real-recheck", action="store_true", help=RECHECK_HELP)
     g.addoption("--image", default=os.environ.get("LONGLOOK_IMAGE"), help=IMAGE_HELP)
     g.addoption("--impl-cmd", default=os.environ.get("LONGLOOK_IMPL_CMD"), help=IMPL_CMD_HELP)
+    g.addoption("--results", default=os.environ.get("LONGLOOK_RESULTS"), metavar="FILE",
+                help="write one JSON record per property case to FILE (NDJSON), for `longlook report`")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -104,6 +108,8 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[REPLAY_ENV] = str(Path(replay).resolve())
         settings.load_profile("replay")
         profiles.PROFILE = "replay"
+    if config.getoption("--results"):
+        config.pluginmanager.register(_Results(config), "longlook-results")
     config.addinivalue_line("markers", "real_time_only(reason): needs the kernel or real CPU time; skipped in --mode virtual")
     config.addinivalue_line("markers", "slow: long runs or repetitions; fixed @example cases only under the ci profile")
 
@@ -303,3 +309,39 @@ def pytest_runtest_makereport(item: pytest.Item, call):
 
         text += "\n" + recheck_section(failed, run=not item.config.getoption("--no-real-recheck"))
     report.sections.append(("longlook artifacts", text))
+
+
+class _Results:
+    """--results FILE: gathers each case's report, target, ledger and kept examples
+    for harness/results/record.py. Workers (pytest-xdist) build the records and send
+    them with their reports; only the controller writes the file."""
+
+    def __init__(self, config: pytest.Config):
+        from harness.results.store import ResultsError, Writer
+
+        self.worker = hasattr(config, "workerinput")
+        try:
+            self.writer = None if self.worker else Writer(Path(config.getoption("--results")))
+        except ResultsError as e:
+            raise pytest.UsageError(str(e)) from None
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outermost: after outcomes.settle
+    def pytest_runtest_makereport(self, item: pytest.Item, call):
+        report = (yield).get_result()
+        if report.when != "call" and (report.when != "setup" or report.passed):
+            return
+        from harness.results.record import build
+
+        runner = getattr(item.config, "_longlook_runner", None)
+        callspec = getattr(item, "callspec", None)
+        report.longlook_record = build(
+            report, call.excinfo.value if call.excinfo else None, prop=getattr(item, "originalname", item.name),
+            case=getattr(callspec, "id", None), target=getattr(callspec, "params", {}).get("target"),
+            mode=item.config.getoption("--mode"), backend=item.config.getoption("--backend"),
+            ledger=runner.ledgers.get(item.nodeid) if runner else None,
+            kept=runner.kept.get(item.nodeid, []) if runner else [])
+
+    def pytest_runtest_logreport(self, report) -> None:
+        record = getattr(report, "longlook_record", None)
+        if record is not None and self.writer is not None:
+            self.writer.append(record)

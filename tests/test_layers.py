@@ -29,10 +29,17 @@ FORBIDDEN = {
     "harness.model": {"harness.testbed", "harness.endpoints", "harness.virtual", "harness.run", "harness.verdict",
                       "harness.report"},
     "harness.verdict": {"harness.testbed", "harness.endpoints", "harness.report"},
+    # Results sit above the verdict (ledgers, deviations, the catalogue) and below the
+    # report, which renders them: nothing in the verdict's rooms reads results back.
+    "harness.results": {"harness.testbed", "harness.endpoints", "harness.virtual", "harness.report"},
     "harness.report": {"harness.testbed", "harness.endpoints", "harness.virtual", "harness.run", "harness.verdict"},
     # The properties speak the run's record, the observation and the RFCs' constants.
     "properties": {"harness.endpoints", "harness.testbed", "harness.virtual", "harness.cli", "harness.pytest_plugin"},
 }
+#: The rooms below harness.results, which must never import it.
+for _room_below in ("harness.rfc", "harness.schedule", "harness.endpoints", "harness.testbed", "harness.virtual",
+                    "harness.run", "harness.observe", "harness.model", "harness.verdict", "properties"):
+    FORBIDDEN[_room_below] = FORBIDDEN[_room_below] | {"harness.results"}
 #: Above every room, and imported by none of them (properties/ is one, with its own rules).
 ENTRY_POINTS = {"harness.cli", "harness.pytest_plugin"}
 

@@ -32,16 +32,34 @@ def write_observation(run_dir: Path, stack_name: str, writes_qlog: bool, cc_fami
                 notes.append(f"{path.name}: partial ({'; '.join(trace.notes[-1:])})")
     findings = check_run(run_dir, stack_name)
     (run_dir / "qlog-conformance.json").write_text(json.dumps([dataclasses.asdict(f) for f in findings], indent=2, default=str) + "\n")
-    senders = runs.get("server", [])
-    if senders:
-        from harness.observe.events import PacketSent
-        from harness.report import write_report
-
-        sender = max(senders, key=lambda t: len(t.of(PacketSent)))
-        sizes = [p.size for p in sender.of(PacketSent) if p.size]
-        write_report(sender, run_dir / "report", beta=cc_family_beta, mss=max(sizes, default=1200),
-                     ground_truth=run_dir / "link.ndjson")
+    report_sender(runs, run_dir, run_dir / "report", cc_family_beta)
     return notes
+
+
+def report_sender(runs: dict, run_dir: Path, out_dir: Path, beta: float | None, name: str | None = None) -> dict:
+    """The data sender's cwnd plot and state diagrams (harness.report.write_report)
+    into `out_dir`, from the traces `read_run` gave; {} when the server left none."""
+    senders = runs.get("server", [])
+    if not senders:
+        return {}
+    from harness.observe.events import PacketSent
+    from harness.report import write_report
+
+    sender = max(senders, key=lambda t: len(t.of(PacketSent)))
+    sizes = [p.size for p in sender.of(PacketSent) if p.size]
+    return write_report(sender, out_dir, beta=beta, mss=max(sizes, default=1200),
+                        ground_truth=run_dir / "link.ndjson", name=name)
+
+
+def plot_example(run_dir: Path, stack_name: str, out_dir: Path, beta: float | None, name: str) -> dict:
+    """What `longlook transfer` draws, for a property's kept example directory: the
+    sender's cwnd plot and state diagrams into `out_dir` (files named `name`-…).
+    {} when the example holds no qlog."""
+    from harness.observe.qlog import read_run
+
+    if not any(p.is_file() for p in (run_dir / "server" / "qlog").glob("*")):
+        return {}
+    return report_sender(read_run(run_dir, stack_name), run_dir, out_dir, beta, name)
 
 
 def embed_secrets(run_dir: Path) -> list[str]:
