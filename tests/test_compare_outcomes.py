@@ -59,6 +59,18 @@ def test_a_missing_case_is_a_difference(tmp_path):
     assert r.returncode == 1 and "b absent" in r.stdout and "1 cases alike" in r.stdout, r.stdout
 
 
+def test_a_subset_run_is_compared_on_its_own_cases_only(tmp_path):
+    a = _junit(tmp_path, "a.xml", {"test_a[aioquic-cubic]": "passed", "test_b[aioquic-cubic]": "passed"})
+    b = _junit(tmp_path, "b.xml", {"test_a[aioquic-cubic]": "passed"})
+    r = subprocess.run([sys.executable, str(SCRIPT), str(a), str(b), "--b-subset"], capture_output=True, text=True,
+                       check=False)
+    assert r.returncode == 0 and "1 cases alike" in r.stdout, r.stdout
+    bad = _junit(tmp_path, "bad.xml", {"test_a[aioquic-cubic]": "failed"})
+    r = subprocess.run([sys.executable, str(SCRIPT), str(a), str(bad), "--b-subset"], capture_output=True, text=True,
+                       check=False)
+    assert r.returncode == 1 and "DIFFERENT" in r.stdout, r.stdout
+
+
 def test_only_a_non_strict_findings_case_is_forgiven(tmp_path):
     # aioquic-cubic-1 against TCP is a non-strict finding (spec/findings.toml);
     # aioquic-cubic-2 is strict: a difference there still fails.
