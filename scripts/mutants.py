@@ -269,8 +269,8 @@ def is_verdict(record: dict) -> bool:
     transfer that completed. A harness error, a TLC time-out, a crash or a transfer
     that never finished is no kill, however the mutant caused it."""
     message = record.get("message") or ""
-    return (record["outcome"] == "failed" and message.startswith("AssertionError")
-            and ": transfer failed:" not in message)
+    return (record["outcome"] == "failed" and message.startswith(("AssertionError", "Deviation_"))
+            and not message.startswith("Deviation_transfer_failed") and ": transfer failed:" not in message)
 
 
 def _kill(run: Run, passing: list[str]) -> dict | None:

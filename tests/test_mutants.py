@@ -153,6 +153,9 @@ def test_only_a_property_assertion_on_a_completed_transfer_is_a_kill():
     assert not zoo.is_verdict(rec | {"message": "AssertionError: aioquic-newreno: transfer failed: client exited 1"})
     assert not zoo.is_verdict(rec | {"message": "harness.model.tlc.TlcError: TLC timed out"})
     assert not zoo.is_verdict(rec | {"message": None})
+    # The properties' checks raise deviations (harness/verdict/deviation.py).
+    assert zoo.is_verdict(rec | {"message": "Deviation_beta: quinn-newreno: reduction 1 of 2 … [deviation: beta]"})
+    assert not zoo.is_verdict(rec | {"message": "Deviation_transfer_failed: aioquic-newreno: transfer failed: x"})
     assert not zoo.is_verdict(rec | {"outcome": "error", "message": "AssertionError: x"})
 
 
@@ -180,3 +183,18 @@ def test_a_mutant_is_equivalent_only_where_its_stock_failed(tmp_path, monkeypatc
     calls = iter([crashing])
     errored = zoo.run_mutant(mutant, zoo.Stock("aioquic", "newreno", [run("passed")]), tmp_path, "ci", False)
     assert errored.killed_by is None and errored.errors and "ConnectionResetError" in errored.errors[0]
+
+
+def test_the_zoo_reads_a_deviation_as_the_property_s_own_failure():
+    """A property's check raises a deviation, also inside Hypothesis' groups; the
+    zoo's record keeps it as the message its kill rule reads."""
+    import types
+
+    from tests.mutants import zoo_plugin
+
+    report = types.SimpleNamespace(longreprtext=(
+        "  | Traceback (most recent call last):\n"
+        "  | harness.verdict.deviation.Deviation_standing_queue: quinn-bbr: median 1.96 BDP [deviation: standing-queue]\n"))
+    assert zoo_plugin._message(report).startswith("Deviation_standing_queue: quinn-bbr")
+    flat = types.SimpleNamespace(longreprtext="E   harness.verdict.deviation.Deviation_beta: x [deviation: beta]\n")
+    assert zoo_plugin._message(flat) == "Deviation_beta: x [deviation: beta]"

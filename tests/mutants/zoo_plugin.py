@@ -50,12 +50,14 @@ def _time_to_first_failure(stats: dict, duration_s: float) -> float | None:
 
 
 def _message(report: pytest.TestReport) -> str:
-    """The first assertion's own message, also inside Hypothesis' exception
-    groups (`  | AssertionError: …`), else pytest's first `E` line, else the last."""
+    """The first check's own message, also inside Hypothesis' exception groups: a
+    deviation (`Deviation_<kind>: …`, harness/verdict/deviation.py) or an assertion
+    (`AssertionError: …`), else pytest's first `E` line, else the last."""
     lines = report.longreprtext.splitlines()
     for line in lines:
         text = line.strip().lstrip("|").strip().removeprefix("E").strip()
-        if text.startswith("AssertionError:"):
+        text = text.removeprefix("harness.verdict.deviation.")
+        if text.startswith(("AssertionError:", "Deviation_")):
             return text[:400]
     errors = [l[1:].strip() for l in lines if l.startswith("E ")]
     return (errors[0] if errors else (lines or [""])[-1])[:400]
