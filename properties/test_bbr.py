@@ -12,9 +12,8 @@ departures of the flow), for controllers of the bbr family only.
   the path's minimum) makes the sender drain its flight for 200 ms, so on a long
   transfer the flow meets an empty bottleneck queue at least once per period.
 - Loss tolerance: BBRv2/v3 react to loss only above 2% per round (quiche: 1.5%) and
-  BBRv1 not at all, so light random loss (≤ 1%) leaves the link well used (the
-  draft's design target: full throughput at ≤ 1% average loss), where a loss-based
-  sender halves its window at every loss.
+  BBRv1 not at all, so light random loss (≤ 1%) leaves at least half the link used,
+  where a loss-based sender, halving its window at every loss, cannot hold that much.
 
 Bounds are the draft's constants with the slack named at each; the stack's variant
 (v1 or v3) is not assumed, so each bound is the more lenient of the two.
@@ -46,7 +45,12 @@ PROBE_RTT_PERIOD_S = 10.0 + 0.2 + 0.8
 #: meets right after a ProbeRTT drained the flight.
 EMPTY_QUEUE = 3_000
 #: Light random loss keeps the link at least this busy in the transfer's second half.
-LOSSY_UTILISATION = 0.70
+#: Half the link: above what any loss-based sender can hold at 0.2-1% loss (Mathis
+#: et al.: at most 1.22/√p datagrams per round trip, 18-41% of this link's BDP), and
+#: below full use, as v2/v3's threshold is per round: at 1% iid loss about one round
+#: in seven loses more than 2% of a 67-datagram flight by chance, and each such
+#: round cuts the model by β = 0.7 (picoquic's bbr, BBRv3, held 64% in real time).
+LOSSY_UTILISATION = 0.50
 
 
 def _departures(obs) -> list[tuple[float, int, int]]:
@@ -161,7 +165,7 @@ light_loss = replayable(lambda: st.builds(
 @given(schedule=light_loss)
 def test_bbr_keeps_the_link_busy_under_light_random_loss(longlook, target, schedule):
     """With 0.2-1% random loss on a clean 20 Mbit/s, 40 ms, one-BDP link, the second
-    half of the transfer keeps the link at least 70% busy. Trigger: a loss of the
+    half of the transfer keeps the link at least 50% busy. Trigger: a loss of the
     transfer's datagrams in that half (else the loss drawn never touched it)."""
     _bbr_only(target)
     base = _base(schedule)
