@@ -80,6 +80,15 @@ def test_a_finding_absorbs_only_its_own_deviation():
     assert plain.failed
 
 
+def test_a_case_with_two_findings_expects_either_signature():
+    both = [{"kind": "window-growth-in-recovery"},
+            {"kind": "reduction-without-loss", "measured": {"factor": [0.0, 0.5], "state": "SlowStart"}}]
+    finding = (True, "F5 … F25", both)
+    assert _settled(deviation("reduction-without-loss", "reset", factor=0.1, state="SlowStart"), finding).skipped
+    r = _settled(deviation("reduction-without-loss", "cut", factor=0.9, state="SlowStart"), finding)
+    assert r.failed and "window-growth-in-recovery or reduction-without-loss" in r.sections[-1][1]
+
+
 def test_a_second_different_deviation_in_a_finding_case_fails_the_run():
     finding = (True, "F1: …", {"kind": "beta", "measured": {"factor": [0.65, 0.75]}})
     both = ExceptionGroup("two", [deviation("beta", "0.7", factor=0.7), deviation("no-collapse", "kept 50 kB")])
@@ -97,9 +106,10 @@ def test_every_finding_has_a_signature_some_check_can_raise():
                 if len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
                     raised.add(node.args[1].value)
     raised.add("transfer-failed")  # Observation.completed()
-    for key, sig in findings.SIGNATURES.items():
-        for kind in sig["kind"] if isinstance(sig["kind"], list) else [sig["kind"]]:
-            assert kind in raised, f"{key}: signature kind {kind!r} is raised by no check in properties/"
+    for key, signature in findings.SIGNATURES.items():
+        for sig in signature if isinstance(signature, list) else [signature]:
+            for kind in sig["kind"] if isinstance(sig["kind"], list) else [sig["kind"]]:
+                assert kind in raised, f"{key}: signature kind {kind!r} is raised by no check in properties/"
 
 
 def test_a_bad_signature_is_refused_at_load(tmp_path):

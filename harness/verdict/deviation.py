@@ -70,8 +70,11 @@ def matches(exc: BaseException, signature: dict) -> bool:
 
     signature: {"kind": "...", "measured": {name: [low, high] | value, ...}}; a range
     bounds a number (inclusive, either end may be omitted with "-inf"/"inf"), any other
-    value must be equal. A kind may also be a list: any of them.
+    value must be equal. A kind may also be a list: any of them; and a signature may
+    be a list of such tables (a case with two findings): any of them.
     """
+    if isinstance(signature, list):  # a case with several findings: any of them
+        return any(matches(exc, one) for one in signature)
     if not isinstance(exc, Deviation):
         return False
     kinds = signature.get("kind")

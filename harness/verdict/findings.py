@@ -51,9 +51,12 @@ def load_all(path: Path = FINDINGS_FILE):
     return strict, flaky, signatures
 
 
-def _signature(sig, where: str) -> dict:
+def _signature(sig, where: str):
     """Checks a signature's shape, so a typo fails at load, not as a finding that
-    silently never matches."""
+    silently never matches. A list of signatures (one case, several findings) is
+    checked one by one."""
+    if isinstance(sig, list) and sig:
+        return [_signature(one, where) for one in sig]
     fix = ('give e.g. signature = { kind = "beta", measured = { factor = [0.65, 0.75] } } '
            "(the kinds are the first argument of check()/deviation() in properties/)")
     if not isinstance(sig, dict) or set(sig) - {"kind", "measured"} or "kind" not in sig:

@@ -164,7 +164,9 @@ def _what(e: BaseException) -> str:
     return f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
 
 
-def _show(signature: dict) -> str:
+def _show(signature) -> str:
+    if isinstance(signature, list):
+        return " or ".join(_show(one) for one in signature)
     ranges = ", ".join(f"{k} in {v}" for k, v in signature.get("measured", {}).items())
     return f"{signature['kind']}" + (f" with {ranges}" if ranges else "")
 
