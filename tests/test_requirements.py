@@ -5,7 +5,6 @@ checks. Also the loader's messages and the per-stack coverage table."""
 
 from __future__ import annotations
 
-import ast
 import re
 import tomllib
 from pathlib import Path
@@ -15,17 +14,11 @@ import pytest
 from harness import cli
 from harness.verdict import requirements as rq
 
+from test_findings import _property_names
+
 ROOT = Path(__file__).resolve().parent.parent
 REQS = rq.load()
 RAW = tomllib.loads(rq.REQUIREMENTS_FILE.read_text())["requirement"]
-
-
-def _property_names() -> set[str]:
-    names = set()
-    for path in (ROOT / "properties").glob("test_*.py"):
-        tree = ast.parse(path.read_text())
-        names |= {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
-    return names
 
 
 def _tla_definitions(name: str) -> set[str]:
