@@ -1,8 +1,9 @@
 """Reports (harness.report): the cwnd plot and the state-transition diagram are produced.
 
-The plot is checked as a file (a readable PNG of the expected size); what it shows
-is checked by eye (see harness/report/plots.py). The diagram's DOT text is checked
-for the states and the counts.
+The plot is checked as a readable PNG of the expected size and by what it shows: the
+pixels where the figure's transforms place each drop, reorder, declared loss, phase
+change and state span have that mark's colour. The diagram's DOT text is checked for
+the states and the counts.
 """
 
 from __future__ import annotations
@@ -11,14 +12,15 @@ import json
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 
 from harness.observe.groundtruth import GroundTruth, PacketRecord
-from harness.observe.events import STATES, CongestionState, Metrics, Trace
+from harness.observe.events import STATES, CongestionState, Metrics, PacketLost, Trace
 from harness.observe.states import infer_states
 from harness.report import STATE_COLOURS, write_report
 from harness.report.diagram import DiagramError, count_visits, state_diagram, to_dot
-from harness.report.plots import plot_cwnd
+from harness.report.plots import DPI, DROP_COLOURS, _series, _value_at, cwnd_figure, plot_cwnd
 from test_states import MSS, simulate  # tests/ is on sys.path (see conftest.py)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -49,13 +51,75 @@ def test_state_colours_cover_the_model_states():
     assert set(STATE_COLOURS) == set(STATES)
 
 
-def test_plot_with_losses_drops_reorders_phases_and_states(tmp_path):
+def _rgb(hex_colour: str) -> np.ndarray:
+    return np.array([int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)], dtype=float)
+
+
+class _Png:
+    """The saved PNG read back, addressed through the figure's own transforms (the
+    figure `cwnd_figure` returns for the same inputs lays out identically)."""
+
+    def __init__(self, path: Path, fig):
+        self.pixels = plt.imread(path)[:, :, :3] * 255.0
+        self.scale = DPI / fig.dpi
+        self.height = self.pixels.shape[0]
+
+    def near(self, transform, x: float, y: float, colour: str, radius: int = 2, tol: float = 40.0) -> bool:
+        """Whether a pixel within `radius` of the point (x, y) in `transform`'s
+        coordinates has `colour` (within `tol` per channel: antialiasing)."""
+        px, py = transform.transform((x, y)) * self.scale
+        col, row = int(round(px)), int(round(self.height - py))
+        patch = self.pixels[max(row - radius, 0):row + radius + 1, max(col - radius, 0):col + radius + 1]
+        return bool((np.abs(patch - _rgb(colour)).max(axis=-1) <= tol).any())
+
+
+def test_plot_shows_losses_drops_reorders_phases_and_states(tmp_path):
+    """Each thing the plot claims to show is there, in its colour, where it belongs
+    (drawn without the ground truth the link marks are not: the check can fail)."""
     trace = simulate(300, lose=(60, 130))
     trace.events.insert(0, CongestionState(0, "SlowStart", raw="slow_start"))
     inferred = infer_states(trace, beta=0.5, mss=MSS)
-    out = plot_cwnd(trace, ground_truth(), out_png=tmp_path / "cwnd.png", inferred=inferred, spurious={130})
+    gt = ground_truth()
+    out = plot_cwnd(trace, gt, out_png=tmp_path / "cwnd.png", inferred=inferred, spurious={130})
     assert out == tmp_path / "cwnd.png"
     assert_png(out)
+    fig = cwnd_figure(trace, gt, inferred=inferred, spurious={130})
+    try:
+        ax, band = fig.axes[:2]
+        png = _Png(out, fig)
+        edge = ax.get_xaxis_transform()
+        drops = [r for r in gt.records if r.fate == "dropped"]
+        assert len(drops) == 2
+        for r in drops:  # along the top edge, in the colour of the reason
+            assert png.near(edge, r.arr_us / 1e6, 0.985, DROP_COLOURS[r.reason]), f"drop {r.idx} ({r.reason})"
+        assert png.near(edge, 0.2, 0.015, "#E66100"), "the held packet along the bottom edge"
+        lost = [e for e in trace.of(PacketLost) if e.pn == 60]
+        assert lost, "the simulated trace declares packet 60 lost"
+        ts, vs = _series(trace)["congestion_window"]
+        t = lost[0].t_us / 1e6
+        assert png.near(ax.transData, t, _value_at((ts, vs), t), "#CC0000"), "the declared loss on the cwnd line"
+        top = ax.get_ylim()[1]
+        assert any(png.near(ax.transData, 0.3, y, "#555555", radius=1) for y in np.linspace(0, top, 25)[1:-1]), \
+            "the phase change at 0.3 s"
+        rows = band.get_ylim()[1]
+        for row, states in enumerate(reversed([[s for s in trace.of(CongestionState) if not s.inferred],
+                                               list(inferred)])):
+            ordered = sorted(states, key=lambda s: s.t_us)
+            end = max(e.t_us for e in trace.events)
+            for s, nxt in zip(ordered, ordered[1:] + [None]):
+                t0, t1 = s.t_us, nxt.t_us if nxt else end
+                if (t1 - t0) / end > 0.02:  # wide enough to hold a pixel
+                    assert png.near(band.transData, (t0 + t1) / 2e6, row + 0.5, STATE_COLOURS[s.state]), \
+                        f"{s.state} in the {'logged' if row == rows - 1 else 'inferred'} band"
+    finally:
+        plt.close(fig)
+    plain = plot_cwnd(trace, out_png=tmp_path / "plain.png", inferred=inferred)
+    fig = cwnd_figure(trace, inferred=inferred)
+    try:
+        edge = fig.axes[0].get_xaxis_transform()
+        assert not _Png(plain, fig).near(edge, 0.15, 0.985, DROP_COLOURS["queue_full"]), "no link, no drop marks"
+    finally:
+        plt.close(fig)
 
 
 def test_plot_takes_the_ground_truth_path_and_explicit_phases(tmp_path):

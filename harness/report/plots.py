@@ -35,11 +35,30 @@ DROP_COLOURS = {"queue_full": "#7B3294", "blackhole": "#444444", "loss_iid": "#0
 KB = 1000.0
 
 
+#: Resolution of the PNG (dots per inch of the 12.5 × 6.2 inch figure).
+DPI = 120
+
+
 def plot_cwnd(trace: Trace, ground_truth: GroundTruth | str | Path | None = None,
               phases: Sequence[Any] | None = None, *, out_png: str | Path,
               inferred: Sequence[CongestionState] | None = None, spurious: Iterable[int] = (),
               title: str | None = None) -> Path:
-    """Draw ``trace`` into ``out_png`` and return its path.
+    """Draw ``trace`` into ``out_png`` (see `cwnd_figure`) and return its path."""
+    fig = cwnd_figure(trace, ground_truth, phases, inferred=inferred, spurious=spurious, title=title)
+    try:
+        out = Path(out_png)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=DPI)
+    finally:
+        plt.close(fig)  # pyplot keeps every open figure alive otherwise
+    return out
+
+
+def cwnd_figure(trace: Trace, ground_truth: GroundTruth | str | Path | None = None,
+                phases: Sequence[Any] | None = None, *, inferred: Sequence[CongestionState] | None = None,
+                spurious: Iterable[int] = (), title: str | None = None):
+    """The figure of ``trace`` (the caller closes it): the window axes first, the
+    state band second.
 
     ``ground_truth`` is a parsed log (harness.observe.groundtruth.read_log) or its path; its
     records in the trace's sending direction (server → s2c) give real drops and
@@ -71,12 +90,10 @@ def plot_cwnd(trace: Trace, ground_truth: GroundTruth | str | Path | None = None
         _decorate(ax, band, title or f"{trace.stack} {trace.vantage}: congestion window over time")
         _legend(ax, band, bands, bool(starts))
         fig.tight_layout()
-        out = Path(out_png)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=120)
-    finally:
-        plt.close(fig)  # pyplot keeps every open figure alive otherwise
-    return out
+    except BaseException:
+        plt.close(fig)
+        raise
+    return fig
 
 
 def _decorate(ax, band, title: str) -> None:
