@@ -68,8 +68,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("impls", help="list stacks, their CC algorithms and capabilities")
     r = sub.add_parser("replay", help="re-run exactly the property example saved in DIR")
     r.add_argument("dir", type=Path, help="an example directory (the path a failure report names)")
-    r.add_argument("--mode", choices=("real", "virtual"), default="real",
-                   help="replay in real time (default; also re-checks a virtual-time failure) or virtual time")
+    r.add_argument("--mode", choices=("real", "virtual", "saved"), default="real",
+                   help="replay in real time (default; also re-checks a virtual-time failure), virtual time, "
+                        "or the mode the example ran in (saved)")
+    r.add_argument("--cc", help="replay on another controller of the same stack (e.g. the stock controller a "
+                                "mutant or a candidate fix was made from) instead of the saved one")
     c = sub.add_parser("coverage", help="which TLA+ model transitions the recorded runs reached, per stack; "
                                         "with --requirements, which RFC requirements are judged")
     c.add_argument("paths", nargs="*", type=Path,
@@ -183,14 +186,36 @@ def cmd_replay(a: argparse.Namespace) -> int:
     if not saved.exists():
         raise units.UnitError(f"{saved} does not exist; give the example directory a failure report names")
     example = json.loads(saved.read_text())
-    argv = [sys.executable, "-m", "pytest", example["nodeid"], "--longlook-replay", str(a.dir.resolve()),
-            "--artifacts", str((a.dir / "replay").resolve()), "-p", "no:cacheprovider", "-q",
-            "--mode", a.mode]
+    nodeid, cc = example["nodeid"], example["cc"]
+    if a.cc:
+        nodeid, cc = _on_controller(example, a.cc), a.cc
+    mode = example.get("mode", "real") if a.mode == "saved" else a.mode
+    out = a.dir / ("replay" if not a.cc else f"replay-{cc.replace(':', '_').replace('/', '_')}")
+    argv = [sys.executable, "-m", "pytest", nodeid, "--longlook-replay", str(a.dir.resolve()),
+            "--artifacts", str(out.resolve()), "-p", "no:cacheprovider", "-q", "--mode", mode]
+    if a.cc:
+        argv += ["--cc", a.cc]
     how = _replay_backend(example.get("run", {}), a.dir)
     argv += how
-    print(f"longlook replay: {example['nodeid']} ({example['stack']} {example['cc']}"
+    print(f"longlook replay: {nodeid} ({example['stack']} {cc}, {mode} time"
           f"{', ' + ' '.join(how) if how else ''})", flush=True)
     return subprocess.run(argv, cwd=REPO_ROOT, check=False).returncode
+
+
+def _on_controller(example: dict, cc: str) -> str:
+    """The saved example's test id with its target on controller `cc` of the same stack
+    (the part of the parametrisation after the target, e.g. a flow count, stays)."""
+    from harness.run import Target
+
+    nodeid = example["nodeid"]
+    try:
+        saved, other = (Target.parse(example["stack"], c).id for c in (example["cc"], cc))
+    except StackError as e:
+        raise units.UnitError(f"--cc {cc}: {e}") from None
+    test, _, params = nodeid.partition("[")
+    if not params.startswith(saved):
+        raise units.UnitError(f"{nodeid}: its test id does not name the saved target {saved}; cannot move it to {cc}")
+    return f"{test}[{other}{params[len(saved):]}"
 
 
 def _replay_backend(run: dict, example_dir: Path) -> list[str]:

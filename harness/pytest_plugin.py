@@ -11,9 +11,11 @@ Options (group "longlook"; each also settable by environment variable):
   --image NAME          with --backend docker: the image for the one --impl (LONGLOOK_IMAGE)
   --impl-cmd CMD        run this local program as the one --impl's endpoint, in the
                         namespaces (LONGLOOK_IMPL_CMD; docs/docker.md "Without Docker")
-  --mode real|virtual   real time (namespaces) or virtual time for sans-IO stacks
-                        (LONGLOOK_MODE; docs/virtual-time.md)
-  --no-real-recheck     in virtual mode, do not replay a failure in real time
+  --mode auto|real|virtual  auto (the default): virtual time where the stack and the
+                        property allow it, real time for the rest; real: namespaces
+                        only; virtual: sans-IO stacks only (LONGLOOK_MODE;
+                        docs/virtual-time.md)
+  --no-real-recheck     do not replay a failure found in virtual time in real time
   --results FILE        write one JSON record per property case (NDJSON; harness/results/),
                         for `longlook report` (LONGLOOK_RESULTS)
 
@@ -41,8 +43,10 @@ CC_HELP = "congestion control for every stack: a name (newreno, cubic, bbr) or m
 ARTIFACTS_HELP = "directory for the examples' artifacts (default: artifacts/)"
 REPLAY_ENV = "LONGLOOK_REPLAY"
 BACKEND_HELP = "where endpoints run: local (namespaces) or docker (one container per role; docs/docker.md)"
-MODE_HELP = "real: endpoints in namespaces, real time; virtual: sans-IO stacks in virtual time (docs/virtual-time.md)"
-RECHECK_HELP = "virtual mode: do not replay a failing example in real time to see whether it reproduces"
+MODE_HELP = ("auto (default): virtual time where the stack and the property allow it, else real time; "
+             "real: endpoints in namespaces, real time; virtual: sans-IO stacks in virtual time only "
+             "(docs/virtual-time.md)")
+RECHECK_HELP = "do not replay an example that failed in virtual time in real time to see whether it reproduces"
 IMAGE_HELP = "with --backend docker: run this image for the single --impl (default: the image in docker/stacks.json)"
 IMPL_CMD_HELP = ("run this program (interop-runner contract, no Docker) as the endpoint of the single --impl, "
                  "whose CC list and qlog dialect it shares (docs/docker.md)")
@@ -73,7 +77,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--keep-passing", action="store_true", help="keep passing examples' artifacts too")
     g.addoption("--longlook-replay", default=None, help="re-run exactly the example saved in this directory")
     g.addoption("--backend", default=os.environ.get("LONGLOOK_BACKEND", "local"), choices=("local", "docker"), help=BACKEND_HELP)
-    g.addoption("--mode", default=os.environ.get("LONGLOOK_MODE", "real"), choices=("real", "virtual"), help=MODE_HELP)
+    g.addoption("--mode", default=os.environ.get("LONGLOOK_MODE", "auto"), choices=("auto", "real", "virtual"),
+                help=MODE_HELP)
     g.addoption("--no-real-recheck", action="store_true", help=RECHECK_HELP)
     g.addoption("--image", default=os.environ.get("LONGLOOK_IMAGE"), help=IMAGE_HELP)
     g.addoption("--impl-cmd", default=os.environ.get("LONGLOOK_IMPL_CMD"), help=IMPL_CMD_HELP)
@@ -98,10 +103,14 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--impl-cmd"):
         _check_impl_cmd(config)
         os.environ["LONGLOOK_IMPL_CMD"] = config.getoption("--impl-cmd")
-    # Read by harness.run.run_example for every example.
-    os.environ["LONGLOOK_MODE"] = config.getoption("--mode")
-    if config.getoption("--mode") == "virtual" and config.getoption("--backend") != "local":
+    # Read by harness.run.mode_for for every example; under auto, set again per case
+    # (pytest_runtest_setup). Docker containers and a user's command are real time.
+    mode = config.getoption("--mode")
+    if mode == "virtual" and config.getoption("--backend") != "local":
         raise pytest.UsageError("--mode virtual runs the stack in-process; it has no --backend docker")
+    if mode == "auto" and (config.getoption("--backend") != "local" or config.getoption("--impl-cmd")):
+        config.option.mode = mode = "real"
+    os.environ["LONGLOOK_MODE"] = mode
     replay = config.getoption("--longlook-replay")
     if replay:
         # Read by harness.schedule.strategies.replayable() when test modules are imported.
@@ -119,7 +128,7 @@ def _check_impl_cmd(config: pytest.Config) -> None:
     from harness.testbed.commands import parse
     from harness.endpoints import StackError
 
-    if config.getoption("--backend") != "local" or config.getoption("--mode") != "real":
+    if config.getoption("--backend") != "local" or config.getoption("--mode") == "virtual":
         raise pytest.UsageError("--impl-cmd runs a local program in the namespaces: not with --backend docker or --mode virtual")
     names = config.getoption("--impl")
     if not config.getoption("--longlook-replay") and (not names or "," in names):
@@ -139,8 +148,8 @@ def _targets(config: pytest.Config):
     replay = os.environ.get(REPLAY_ENV)
     if replay:
         saved = json.loads((Path(replay) / "example.json").read_text())
-        try:
-            return [Target.parse(saved["stack"], saved["cc"])]
+        try:  # --cc moves the saved example to another controller of its stack
+            return [Target.parse(saved["stack"], config.getoption("--cc") or saved["cc"])]
         except StackError as e:
             raise pytest.UsageError(f"cannot replay {replay}: {e}") from None
     from harness.testbed import docker_backend
@@ -179,12 +188,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skips real-time-only properties in virtual mode; marks the recorded findings
+    """Chooses each case's mode (--mode virtual skips real-time-only properties;
+    auto runs them in real time); marks the recorded findings
     (harness/verdict/findings.py) as strict xfails."""
-    if config.getoption("--mode") == "virtual":
-        from harness.virtual.recheck import skip_real_time_only
+    from harness.virtual.recheck import choose_modes
 
-        skip_real_time_only(items)
+    choose_modes(items, config.getoption("--mode"))
     from harness.verdict.findings import FINDINGS, FLAKY_FINDINGS, SIGNATURES
 
     for item in items:
@@ -203,6 +212,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 #: On items whose case has a recorded finding: (strict, reason, signature).
 FINDING = pytest.StashKey[tuple]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """The case's mode for harness.run.mode_for ("auto" lets each example's plan
+    decide); one process runs one case at a time, also under xdist. A case in real
+    time needs root, said before it runs."""
+    from harness.virtual.recheck import MODE
+
+    mode = item.stash.get(MODE, None)
+    if mode is None:
+        return
+    os.environ["LONGLOOK_MODE"] = mode
+    if mode == "real" and "longlook" in getattr(item, "fixturenames", ()):
+        from harness.testbed.topology import require_root
+
+        require_root()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -275,7 +301,7 @@ def longlook(request: pytest.FixtureRequest):
     from harness.testbed.topology import require_root
 
     if request.config.getoption("--mode") == "real":
-        require_root()
+        require_root()  # under auto, each real-time case says so (pytest_runtest_setup)
     runner = Runner(Path(request.config.getoption("--artifacts")), request.config.getoption("--keep-passing"))
     request.config._longlook_runner = runner
     return runner
@@ -304,7 +330,8 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     text = f"minimal failing example: {failed}\n{listing}\nreplay: {replay_command(failed)}"
     if others:
         text += "\nthe other runs behind this verdict:\n" + "\n".join(f"  {d}" for d in others)
-    if item.config.getoption("--mode") == "virtual":
+    ledger = runner.ledgers.get(item.nodeid)
+    if ledger is not None and "virtual" in ledger.modes:
         from harness.virtual.recheck import recheck_section
 
         text += "\n" + recheck_section(failed, run=not item.config.getoption("--no-real-recheck"))
@@ -337,7 +364,8 @@ class _Results:
         report.longlook_record = build(
             report, call.excinfo.value if call.excinfo else None, prop=getattr(item, "originalname", item.name),
             case=getattr(callspec, "id", None), target=getattr(callspec, "params", {}).get("target"),
-            mode=item.config.getoption("--mode"), backend=item.config.getoption("--backend"),
+            mode=_judged_in(runner.ledgers.get(item.nodeid) if runner else None, item),
+            mode_option=item.config.getoption("--mode"), backend=item.config.getoption("--backend"),
             ledger=runner.ledgers.get(item.nodeid) if runner else None,
             kept=runner.kept.get(item.nodeid, []) if runner else [])
 
@@ -345,3 +373,13 @@ class _Results:
         record = getattr(report, "longlook_record", None)
         if record is not None and self.writer is not None:
             self.writer.append(record)
+
+
+def _judged_in(ledger, item: pytest.Item) -> str:
+    """The modes a case's examples ran in ("virtual", "real", "virtual+real"), else
+    the one chosen for it (a case that ran no example)."""
+    from harness.virtual.recheck import MODE
+
+    if ledger is not None and ledger.modes:
+        return "+".join(sorted(ledger.modes, reverse=True))
+    return item.stash.get(MODE, item.config.getoption("--mode"))

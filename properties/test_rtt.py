@@ -23,7 +23,6 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from harness.observe.events import Metrics
-from harness.run import virtual_time
 from harness.schedule import Action, TransferPlan, strategies
 from harness.schedule.strategies import QUIC, BaseLink
 from harness.verdict import analysis, outcomes
@@ -98,7 +97,7 @@ def _joined(obs, target):
     frames = analysis.acks_received(view)
     if not frames:
         outcomes.not_exercised("no ACK frame reached the sender on the capture")
-    join = VIRTUAL_JOIN if virtual_time() else REAL_JOIN
+    join = VIRTUAL_JOIN if obs.example.mode == "virtual" else REAL_JOIN
     return obs.sender, frames, analysis.max_ack_delay_us(view), join
 
 

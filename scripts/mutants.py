@@ -5,7 +5,10 @@ the table: mutant, killing property, time to kill, shrunk schedule size, and the
 mutation score.
 
 A mutant is killed when it fails (not errors, not skips) a property that its stock
-controller passed in every stock run (--stock-runs, 3 by default). The stock
+controller passed in every stock run (--stock-runs, 3 by default), on an example
+that the stock controller passes when it is replayed on it (`longlook replay DIR
+--cc STOCK`, in the mode the kill was found in): a schedule the stock fails too
+kills nothing, and the mutant's run goes on with the properties after it. The stock
 controllers run first because the kills are defined by them; their rows come last
 and count false kills: properties a stock controller failed without a recorded
 finding (harness/verdict/findings.py). A mutant that survives every property its stock
@@ -19,7 +22,9 @@ already has the bug.
 Each property run is one pytest process (`--hypothesis-profile ci`: a few
 derandomised examples, shrinking bounded) with tests/mutants/zoo_plugin.py
 recording every verdict; a mutant's run stops at its first failed property.
-Needs root, like every property run; one run at a time (real-time links).
+Runs in --mode auto (virtual time where the stack and the property allow it, the
+plugin's default) unless told otherwise; needs root for the real-time cases; one
+run at a time (real-time links).
 """
 
 from __future__ import annotations
@@ -92,8 +97,22 @@ class Verdict:
     #: transfer that never completed): reported apart, never a kill.
     errors: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    #: Failures whose example the stock failed (or could not decide) too when
+    #: replayed on it: "property: stock <outcome> on the same example".
+    unconfirmed: list[str] = field(default_factory=list)
     wall_s: float = 0.0
     events: int | None = None
+
+    def to_json(self) -> dict:
+        return {"name": self.mutant.name, "stack": self.mutant.stack, "cc": self.mutant.cc, "bug": self.mutant.bug,
+                "killed_by": self.killed_by, "events": self.events, "equivalent_by": self.equivalent_by,
+                "undecided_by": self.undecided_by, "errors": self.errors, "failed": self.failed,
+                "unconfirmed": self.unconfirmed, "wall_s": round(self.wall_s)}
+
+    @classmethod
+    def from_json(cls, m: Mutant, d: dict) -> Verdict:
+        return cls(m, d["killed_by"], d["equivalent_by"], d["undecided_by"], d["errors"], d["failed"],
+                   d.get("unconfirmed", []), d["wall_s"], d["events"])
 
 
 def _prop(nodeid: str) -> str:
@@ -109,6 +128,10 @@ def _clock(seconds: float) -> str:
     return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
 
 
+#: --mode for every property run (the plugin's: auto, real or virtual).
+MODE = "auto"
+
+
 def run_pytest(label: str, stack: str, cc: str, targets: list[str], out: Path, profile: str,
                stop_at_failure: bool) -> Run:
     """Runs the properties `targets` on stack/cc; prints each verdict as it comes."""
@@ -116,7 +139,10 @@ def run_pytest(label: str, stack: str, cc: str, targets: list[str], out: Path, p
     record = out / "verdicts.ndjson"
     record.unlink(missing_ok=True)
     argv = [sys.executable, "-m", "pytest", *targets, "--impl", stack, "--cc", cc,
-            "--hypothesis-profile", profile, "--artifacts", str(out / "artifacts"),
+            "--hypothesis-profile", profile, "--mode", MODE, "--artifacts", str(out / "artifacts"),
+            # A kill is confirmed on the stock controller in the mode it was found in
+            # (replay_on_stock); a real-time replay of each would double its time.
+            "--no-real-recheck",
             "-p", "tests.mutants.zoo_plugin", "-p", "no:cacheprovider", "-q", "-rN",
             "--junitxml", str(out / "junit.xml")]
     env = dict(os.environ, **{RECORD_ENV: str(record), STOP_ENV: "1" if stop_at_failure else "0"})
@@ -232,36 +258,80 @@ def run_stock(stack: str, cc: str, n: int, props: list[str], out: Path, profile:
 
 
 def run_mutant(m: Mutant, stock: Stock, out: Path, profile: str, report: bool) -> Verdict:
-    """Runs the properties its stock passed, stopping at the first failure (a kill);
-    if none fails, the properties its stock did not pass (equivalence)."""
+    """Runs the properties its stock passed, stopping at the first failure; a failure
+    whose example the stock passes on replay is the kill, one the stock fails too is
+    set aside and the rest run on. If nothing kills it, the properties its stock did
+    not pass (equivalence)."""
+    d = out / m.name.replace("/", "-")
+    if report:
+        saved = d / "mutant.json"
+        if not saved.exists():
+            raise SystemExit(f"--report: no verdict of {m.name} in {saved}")
+        return Verdict.from_json(m, json.loads(saved.read_text()))
     passing = stock.passed_always()
     others = [p for p in stock.not_passed() if p not in passing]
-    d = out / m.name.replace("/", "-")
-    e = d.with_name(d.name + "-equivalence")
-    if report:
-        run, extra = Run.load(d), Run.load(e)
-        if run is None:
-            raise SystemExit(f"--report: no run of {m.name} in {d}")
-    else:
-        run = run_pytest(m.name, m.stack, m.cc, passing, d, profile, stop_at_failure=True)
-        extra = None
-        if others and not _kill(run, passing):
-            extra = run_pytest(m.name + " (stock-failing properties)", m.stack, m.cc, others, e, profile,
-                               stop_at_failure=False)
-    v = Verdict(m, wall_s=run.wall_s + (extra.wall_s if extra else 0.0))
-    records = run.records + (extra.records if extra else [])
-    v.failed = [_prop(r["nodeid"]) for r in records if r["outcome"] == "failed"]
-    v.errors = sorted({f"{_prop(r['nodeid']).split('::')[-1]}: {r.get('message') or '?'}" for r in records
-                       if r["outcome"] in ("failed", "error") and not is_verdict(r)})
-    v.killed_by = _kill(run, passing)
-    if v.killed_by is None and extra is not None:
+    v = Verdict(m)
+    records: list[dict] = []
+    remaining, attempt = list(passing), 1
+    while remaining:
+        run = run_pytest(m.name, m.stack, m.cc, remaining, d if attempt == 1 else d.with_name(f"{d.name}-{attempt}"),
+                         profile, stop_at_failure=True)
+        v.wall_s += run.wall_s
+        records += run.records
+        kill = _kill(run, remaining)
+        if kill is None:
+            break
+        stock_says, took = replay_on_stock(kill, m.stock)
+        v.wall_s += took
+        kill["stock_replay"] = stock_says
+        if stock_says == "passed":
+            v.killed_by = kill
+            break
+        prop = _prop(kill["nodeid"])
+        _log(f"    {m.name}: {prop.split('::')[-1]} not a kill: the stock {stock_says} on the same example")
+        v.unconfirmed.append(f"{prop.split('::')[-1]}: stock {stock_says} on the same example")
+        ran = {_prop(r["nodeid"]) for r in run.records}
+        remaining = [p for p in remaining if p not in ran]
+        attempt += 1
+    if v.killed_by is None and others:
+        extra = run_pytest(m.name + " (stock-failing properties)", m.stack, m.cc, others,
+                           d.with_name(d.name + "-equivalence"), profile, stop_at_failure=False)
+        v.wall_s += extra.wall_s
+        records += extra.records
         failing = {_prop(r["nodeid"]) for r in extra.records if is_verdict(r)}
         v.equivalent_by = sorted(failing & stock.failed_sometimes())
         v.undecided_by = sorted(failing - stock.failed_sometimes())
+    v.failed = [_prop(r["nodeid"]) for r in records if r["outcome"] == "failed"]
+    v.errors = sorted({f"{_prop(r['nodeid']).split('::')[-1]}: {r.get('message') or '?'}" for r in records
+                       if r["outcome"] in ("failed", "error") and not is_verdict(r)})
     example = (v.killed_by or {}).get("example")
     if example and (Path(example) / "example.json").exists():
         v.events = impairment_events(json.loads((Path(example) / "example.json").read_text())["schedule"])
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "mutant.json").write_text(json.dumps(v.to_json(), indent=2) + "\n")
     return v
+
+
+def replay_on_stock(kill: dict, stock_cc: str) -> tuple[str, float]:
+    """Replays the killing example on the stock controller, in the mode it ran in:
+    ("passed" | "failed" | "undecided", seconds). Without a kept example the kill
+    cannot be confirmed: undecided."""
+    from harness.virtual.recheck import replay_verdict
+
+    example = kill.get("example")
+    if not example or not (Path(example) / "example.json").exists():
+        return "undecided", 0.0
+    argv = [sys.executable, "-m", "harness.cli", "replay", example, "--cc", stock_cc, "--mode", "saved"]
+    started = time.monotonic()
+    try:
+        done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        return "undecided", time.monotonic() - started
+    took = time.monotonic() - started
+    (Path(example) / "stock-replay.txt").write_text(done.stdout + done.stderr)
+    verdict = replay_verdict(done.stdout + done.stderr)
+    return ("failed" if verdict.startswith("REPRODUCED") else "passed" if verdict.startswith("did not reproduce")
+            else "undecided"), took
 
 
 def is_verdict(record: dict) -> bool:
@@ -291,7 +361,8 @@ def table(verdicts: list[Verdict], stocks: list[Stock], markdown: bool) -> str:
             rows.append((v.mutant.name, v.mutant.stack, v.mutant.bug, "—", "—", "—",
                          "undecided: stock inconclusive on " + ", ".join(p.split("::")[-1] for p in v.undecided_by)))
         else:
-            rows.append((v.mutant.name, v.mutant.stack, v.mutant.bug, "—", "—", "—", "SURVIVED"))
+            rows.append((v.mutant.name, v.mutant.stack, v.mutant.bug, "—", "—", "—",
+                         "SURVIVED" + (" (" + "; ".join(v.unconfirmed) + ")" if v.unconfirmed else "")))
     for s in stocks:
         n = len(s.runs)
         fk = s.false_kills()
@@ -331,12 +402,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--properties", nargs="+", default=["properties/"], help="property files (default: properties/)")
     ap.add_argument("--profile", default="ci", help="Hypothesis profile: the fixed budget (default ci)")
     ap.add_argument("--stock-runs", type=int, default=3, help="runs of each stock controller (default 3)")
+    ap.add_argument("--mode", choices=("auto", "real", "virtual"), default="auto",
+                    help="where the properties run (default auto: virtual time where the stack and property allow)")
     ap.add_argument("--out", type=Path, default=REPO / "artifacts" / "mutants", help="results and artifacts")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown too")
     ap.add_argument("--report", action="store_true", help="run nothing: rebuild the table from --out's runs")
     a = ap.parse_args(argv)
     # A plain SIGTERM would end this process without stopping the pytest child.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    global MODE
+    MODE = a.mode
 
     chosen = list(MUTANTS)
     if a.only:
@@ -372,12 +447,9 @@ def main(argv: list[str] | None = None) -> int:
             _log(f"  ! namespaces left behind: {left}")
 
     result = {
-        "profile": a.profile, "stock_runs": a.stock_runs, "properties": props, "wall_s": round(time.monotonic() - started),
+        "profile": a.profile, "mode": a.mode, "stock_runs": a.stock_runs, "properties": props, "wall_s": round(time.monotonic() - started),
         "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
-        "mutants": [{"name": v.mutant.name, "stack": v.mutant.stack, "cc": v.mutant.cc, "bug": v.mutant.bug,
-                     "killed_by": v.killed_by, "events": v.events, "equivalent_by": v.equivalent_by,
-                     "undecided_by": v.undecided_by, "errors": v.errors, "failed": v.failed,
-                     "wall_s": round(v.wall_s)} for v in verdicts],
+        "mutants": [v.to_json() for v in verdicts],
         "stock": [{"stack": s.stack, "cc": s.cc, "passed_every_run": s.passed_always(),
                    "false_kills": s.false_kills(), "runs": [r.outcomes() for r in s.runs]} for s in stocks.values()],
     }

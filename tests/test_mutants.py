@@ -172,11 +172,12 @@ def test_a_mutant_is_equivalent_only_where_its_stock_failed(tmp_path, monkeypatc
 
     failing = run("failed", "AssertionError: aioquic-newreno: the window grew while app-limited")
     mutant = zoo.Mutant("m", "aioquic", "tests.mutants.m:M", "newreno", "a bug")
-    calls = iter([zoo.Run(records=[], wall_s=1.0, returncode=0), failing])
+    # The stock passed nothing, so only the equivalence run runs.
+    calls = iter([failing])
     monkeypatch.setattr(zoo, "run_pytest", lambda *a, **k: next(calls))
     undecided = zoo.run_mutant(mutant, zoo.Stock("aioquic", "newreno", [run("skipped")]), tmp_path, "ci", False)
     assert undecided.undecided_by == [prop] and undecided.equivalent_by == [] and undecided.killed_by is None
-    calls = iter([zoo.Run(records=[], wall_s=1.0, returncode=0), failing])
+    calls = iter([failing])
     equivalent = zoo.run_mutant(mutant, zoo.Stock("aioquic", "newreno", [run("xfailed")]), tmp_path, "ci", False)
     assert equivalent.equivalent_by == [prop] and equivalent.undecided_by == []
     crashing = run("failed", "ConnectionResetError: the endpoint crashed")
@@ -198,3 +199,42 @@ def test_the_zoo_reads_a_deviation_as_the_property_s_own_failure():
     assert zoo_plugin._message(report).startswith("Deviation_standing_queue: quinn-bbr")
     flat = types.SimpleNamespace(longreprtext="E   harness.verdict.deviation.Deviation_beta: x [deviation: beta]\n")
     assert zoo_plugin._message(flat) == "Deviation_beta: x [deviation: beta]"
+
+
+def test_a_kill_counts_only_where_the_stock_passes_the_same_example(tmp_path, monkeypatch):
+    """Issue 27: the killing example is replayed on the stock controller; a schedule
+    the stock fails too (or cannot decide) kills nothing, and the mutant's run goes
+    on with the properties it has not run yet."""
+    zoo = _zoo()
+    first, second = "properties/test_a.py::test_a", "properties/test_b.py::test_b"
+
+    def rec(prop, outcome, message=None):
+        return {"nodeid": f"{prop}[aioquic-newreno]", "outcome": outcome, "duration_s": 1.0,
+                "time_to_failure_s": 1.0, "example": str(tmp_path / prop.split("::")[-1]), "message": message}
+
+    stock = zoo.Stock("aioquic", "newreno", [zoo.Run([rec(first, "passed"), rec(second, "passed")], 2.0, 0)])
+    mutant = zoo.Mutant("m", "aioquic", "tests.mutants.m:M", "newreno", "a bug")
+    asked: list[list[str]] = []
+    runs = iter([zoo.Run([rec(first, "failed", "Deviation_beta: x")], 1.0, 1),
+                 zoo.Run([rec(second, "failed", "Deviation_one_reduction: y")], 1.0, 1)])
+
+    def run_pytest(label, stack, cc, targets, *a, **k):
+        asked.append(list(targets))
+        return next(runs)
+
+    monkeypatch.setattr(zoo, "run_pytest", run_pytest)
+    replays = iter([("failed", 3.0), ("passed", 2.0)])
+    monkeypatch.setattr(zoo, "replay_on_stock", lambda kill, cc: next(replays))
+    v = zoo.run_mutant(mutant, stock, tmp_path, "ci", False)
+    assert asked[1] == [second], "the run goes on after a failure the stock shares, with what it has not run"
+    assert v.killed_by["nodeid"].startswith(second) and v.killed_by["stock_replay"] == "passed"
+    assert v.unconfirmed == ["test_a: stock failed on the same example"]
+    assert zoo.Verdict.from_json(mutant, json.loads((tmp_path / "m" / "mutant.json").read_text())) == v
+
+    # Had the stock failed the second example too, the mutant would have survived.
+    runs = iter([zoo.Run([rec(first, "failed", "Deviation_beta: x")], 1.0, 1),
+                 zoo.Run([rec(second, "failed", "Deviation_one_reduction: y")], 1.0, 1)])
+    replays = iter([("failed", 3.0), ("undecided", 2.0)])
+    v = zoo.run_mutant(mutant, stock, tmp_path, "ci", False)
+    assert v.killed_by is None and len(v.unconfirmed) == 2
+    assert "SURVIVED (test_a: stock failed" in zoo.table([v], [], markdown=False)

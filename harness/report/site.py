@@ -58,7 +58,9 @@ def row_of(rec: dict) -> tuple:
     cc = rec.get("cc") or ""
     if not cc and rec.get("case"):
         cc = rec["case"].split("-", 1)[-1]
-    return (rec.get("stack") or "?", rec.get("version") or "", cc, rec.get("mode") or "real",
+    # The mode asked for, not the one each case ran in: under auto a stack's cases run
+    # in either, and they belong in one row (each cell says which judged it).
+    return (rec.get("stack") or "?", rec.get("version") or "", cc, rec.get("mode_option") or rec.get("mode") or "real",
             rec.get("backend") or "local")
 
 
@@ -68,7 +70,7 @@ def row_id(row: tuple) -> str:
 
 def row_label(row: tuple) -> str:
     stack, version, cc, mode, backend = row
-    extra = [w for w, usual in ((mode, "real"), (backend, "local")) if w != usual]
+    extra = [w for w, usual in ((mode, "auto"), (backend, "local")) if w != usual]
     return " · ".join(p for p in (f"{stack} {version}".strip(), cc, *extra) if p)
 
 
@@ -157,9 +159,10 @@ def _cell_html(cell: Cell | None) -> str:
     cls = f"cell {outcome_class(outcome)}" + (" zero" if zero else "")
     extra = f"<small>{esc(', '.join(cell.findings))}</small>" if cell.findings else ""
     cases = f"<small>{len(cell.records)} cases</small>" if len(cell.records) > 1 else ""
+    modes = "+".join(dict.fromkeys(m for r in cell.records for m in str(r.get("mode") or "real").split("+")))
     title = "passed with no example judged: no verdict" if zero else f"{outcome}, {judged} examples judged"
-    return (f'<td class="{cls}" title="{esc(title)}"><a href="{esc(cell.href)}">{esc(outcome)}'
-            f'<span class="judged">{judged} judged</span>{extra}{cases}</a></td>')
+    return (f'<td class="{cls}" title="{esc(title)}, {esc(modes)} time"><a href="{esc(cell.href)}">{esc(outcome)}'
+            f'<span class="judged">{judged} judged</span>{extra}{cases}<small>{esc(modes)}</small></a></td>')
 
 
 def _sections_text(sections: list) -> str:

@@ -22,7 +22,7 @@ from harness.results import FORMAT
 
 #: The fields of a record, in the order they are written.
 FIELDS = ("format", "property", "nodeid", "requirements", "sections", "stack", "version", "cc", "family", "beta",
-          "case", "mode", "backend", "outcome", "reason", "finding", "examples", "deviations", "verdict",
+          "case", "mode", "mode_option", "backend", "outcome", "reason", "finding", "examples", "deviations", "verdict",
           "artifacts", "replay", "duration_s", "phase", "worker", "finished")
 #: How many lines of the verdict text a record keeps, and how long each may be.
 VERDICT_LINES, LINE_CHARS = 12, 300
@@ -30,7 +30,7 @@ FINDING_ID = re.compile(r"\s*(F\d+)\b")
 
 
 def build(report, exc: BaseException | None, *, prop: str, case: str | None, target: Any = None,
-          mode: str | None = None, backend: str | None = None, ledger: Any = None,
+          mode: str | None = None, mode_option: str | None = None, backend: str | None = None, ledger: Any = None,
           kept: list[Path] | None = None) -> dict:
     """The record of one case. ``report`` is pytest's TestReport of the call phase
     (or of a setup that did not pass), after harness.verdict.outcomes.settle;
@@ -52,6 +52,7 @@ def build(report, exc: BaseException | None, *, prop: str, case: str | None, tar
         "beta": getattr(cc, "beta", None),
         "case": case,
         "mode": mode,
+        "mode_option": mode_option,
         "backend": backend,
         "outcome": outcome,
         "reason": reason,

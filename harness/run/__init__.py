@@ -48,6 +48,8 @@ class Example:
     schedule: Schedule
     plan: TransferPlan
     timeout_s: float = 60.0
+    #: "real" (the testbed in force) or "virtual" (in-process, harness/virtual).
+    mode: str = "real"
 
     def to_json(self) -> dict:
         return {
@@ -58,6 +60,7 @@ class Example:
                      "tcp_flows": self.plan.tcp_flows, "tcp_cc": self.plan.tcp_cc,
                      "quic_flows": self.plan.quic_flows},
             "timeout_s": self.timeout_s,
+            "mode": self.mode,
         }
 
     @classmethod
@@ -66,13 +69,52 @@ class Example:
         plan = TransferPlan(sizes=tuple(p["sizes"]), testcase=p["testcase"], think_ms=p["think_ms"], seed=p["seed"],
                             tcp_flows=p.get("tcp_flows", 0), tcp_cc=p.get("tcp_cc", "cubic"),
                             quic_flows=p.get("quic_flows", 1))
-        return cls(d["nodeid"], d["stack"], d["cc"], Schedule.from_json(d["schedule"]), plan, d["timeout_s"])
+        return cls(d["nodeid"], d["stack"], d["cc"], Schedule.from_json(d["schedule"]), plan, d["timeout_s"],
+                   d.get("mode", "real"))
+
+
+#: The modes a run can be asked for ($LONGLOOK_MODE, the plugin's --mode): "auto"
+#: is virtual time wherever the stack and the plan allow it, else real time.
+MODES = ("auto", "real", "virtual")
+
+
+def requested_mode() -> str:
+    """The mode in force for the current test ($LONGLOOK_MODE; the pytest plugin sets
+    it per case: "virtual" or "real", or "auto" where a plan decides)."""
+    mode = os.environ.get("LONGLOOK_MODE") or "real"
+    if mode not in MODES:
+        raise ValueError(f"$LONGLOOK_MODE={mode!r}: use one of {', '.join(MODES)}")
+    return mode
 
 
 def virtual_time() -> bool:
-    """Whether examples run in virtual time (--mode virtual, $LONGLOOK_MODE): there the
-    stacks' logs and the captures read one exact clock, with no endpoint latency."""
-    return os.environ.get("LONGLOOK_MODE") == "virtual"
+    """Whether examples are asked to run in virtual time ($LONGLOOK_MODE virtual):
+    there the stacks' logs and the captures read one exact clock, with no endpoint
+    latency. An example's own mode is `Example.mode` (what it really ran in)."""
+    return requested_mode() == "virtual"
+
+
+def mode_for(target: Target, plan: TransferPlan, requested: str | None = None) -> str:
+    """The mode an example of `plan` on `target` runs in. "auto" is virtual time
+    where the stack has a virtual backend and the plan needs no kernel (competing
+    TCP flows, more QUIC connections than that backend runs), else real time: a
+    choice recorded in the example, never hidden. "virtual" raises RealTimeOnly
+    where virtual time cannot run it."""
+    from harness import virtual
+
+    requested = requested or requested_mode()
+    if requested == "real":
+        return "real"
+    try:
+        why = virtual.supports(target.stack.name)
+        if why:
+            raise RealTimeOnly(why)
+        virtual.check_plan(plan, target.stack.name)
+    except RealTimeOnly:
+        if requested == "auto":
+            return "real"
+        raise
+    return "virtual"
 
 
 class Inconclusive(Exception):
@@ -82,11 +124,12 @@ class Inconclusive(Exception):
 
 def run_example(example: Example, target: Target, out: Path) -> TransferResult:
     """Runs the transfer of `example` into `out`; a transfer that is unsupported is
-    Inconclusive, one that fails is returned for the property to judge. In virtual
-    mode, a stack or plan that needs real time raises harness.virtual.RealTimeOnly."""
+    Inconclusive, one that fails is returned for the property to judge. It runs in
+    `example.mode` (see `mode_for`); in virtual time, a stack or plan that needs
+    real time raises harness.virtual.RealTimeOnly."""
     opts = EndpointOptions(cc=None if target.cc.name == target.stack.default_cc else target.cc.name,
                            timeout_s=example.timeout_s)
-    if virtual_time():
+    if example.mode == "virtual":
         from harness import virtual
 
         result = virtual.transfer(example.schedule, out, target.stack, example.plan, opts)

@@ -47,6 +47,9 @@ class Ledger:
     judged: int = 0
     inconclusive: list[str] = field(default_factory=list)
     not_exercised: list[str] = field(default_factory=list)
+    #: The modes its examples ran in ("virtual", "real"): with --mode auto a case
+    #: may run some of them in each.
+    modes: set[str] = field(default_factory=set)
 
     def outcome(self) -> tuple[str, str] | None:
         """("inconclusive" | "not exercised", why) when no example was judged, else None."""

@@ -38,7 +38,7 @@ import pytest
 from hypothesis.errors import UnsatisfiedAssumption
 
 from harness.observe.groundtruth import GroundTruth, read_log
-from harness.run import Example, Inconclusive, RealTimeOnly, Target, provenance, run_example
+from harness.run import Example, Inconclusive, RealTimeOnly, Target, mode_for, provenance, run_example
 from harness.schedule import Flow, Schedule, TransferPlan
 from harness.verdict.analysis import transfer_records, transfer_share
 from harness.verdict.deviation import check
@@ -227,15 +227,17 @@ class Runner:
     @contextlib.contextmanager
     def run(self, target: Target, schedule: Schedule, plan: TransferPlan, timeout_s: float = 60.0) -> Iterator[Observation]:
         nodeid = _nodeid()
-        example = Example(nodeid, target.stack.name, target.cc.name, schedule, plan, timeout_s)
+        try:
+            mode = mode_for(target, plan)
+        except RealTimeOnly as e:  # --mode virtual asked for what only real time runs
+            pytest.skip(f"real time only: {e}")
+        example = Example(nodeid, target.stack.name, target.cc.name, schedule, plan, timeout_s, mode)
+        self.ledger(nodeid).modes.add(mode)
         out = self._next_dir(nodeid)
         record = example.to_json() | {"run": provenance(target.stack)}
         (out / "example.json").write_text(json.dumps(record, indent=2) + "\n")
         try:
             obs = Observation(example, target, run_example(example, target, out), out)
-        except RealTimeOnly as e:
-            _discard(out)
-            pytest.skip(f"real time only: {e}")
         except Inconclusive as e:
             # Not a skip, which would end the whole property (a failure already
             # found included): this example is rejected, and recorded.

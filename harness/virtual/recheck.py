@@ -1,6 +1,8 @@
-"""What --mode virtual changes in the pytest plugin: real-time-only properties are
-skipped with their reason, and a failure found in virtual time is replayed in real
-time so the report says whether it reproduced there (docs/virtual-time.md)."""
+"""How the pytest plugin places cases in time: under --mode auto (the default) a
+case runs in virtual time where its stack and property allow it and in real time
+otherwise; under --mode virtual the real-time-only cases are skipped with their
+reason. A failure found in virtual time is replayed in real time so the report says
+whether it reproduced there (docs/virtual-time.md)."""
 
 from __future__ import annotations
 
@@ -16,21 +18,32 @@ import pytest
 RECHECK_TIMEOUT_S = 600
 
 
-def skip_real_time_only(items: list[pytest.Item]) -> None:
-    """Adds a skip to items marked real_time_only and to targets whose stack cannot
-    run in virtual time (before any example runs, so no time is spent on them)."""
+#: On each collected item: the mode its examples are asked for ("real", "virtual",
+#: or "auto": virtual time unless an example's plan needs the kernel).
+MODE = pytest.StashKey[str]()
+
+
+def real_time_reason(item: pytest.Item) -> str | None:
+    """Why `item` needs real time (its real_time_only marker, or a stack with no
+    virtual backend), decided before any example runs; None if it need not."""
     from harness.virtual import supports
 
+    marker = item.get_closest_marker("real_time_only")
+    if marker is not None:
+        return marker.args[0] if marker.args else marker.kwargs.get("reason", "needs real time")
+    target = getattr(getattr(item, "callspec", None), "params", {}).get("target")
+    return supports(target.stack.name) if target is not None else None
+
+
+def choose_modes(items: list[pytest.Item], requested: str) -> None:
+    """Stashes each item's mode. Under "virtual", an item that needs real time is
+    skipped with its reason (before any example runs, so no time is spent on it);
+    under "auto" it runs in real time, and the rest in virtual time."""
     for item in items:
-        marker = item.get_closest_marker("real_time_only")
-        if marker is not None:
-            why = marker.args[0] if marker.args else marker.kwargs.get("reason", "needs real time")
+        why = real_time_reason(item) if requested != "real" else None
+        if why and requested == "virtual":
             item.add_marker(pytest.mark.skip(reason=f"real time only: {why}"))
-            continue
-        target = getattr(getattr(item, "callspec", None), "params", {}).get("target")
-        why = supports(target.stack.name) if target is not None else None
-        if why:
-            item.add_marker(pytest.mark.skip(reason=f"real time only: {why}"))
+        item.stash[MODE] = "real" if why else requested
 
 
 def real_replay_argv(example_dir: Path) -> list[str]:

@@ -1,0 +1,105 @@
+"""Where cases run in time (issue 22): --mode auto, the default, puts each case in
+virtual time where its stack and property allow it and in real time otherwise, says
+which mode judged it, and a replay can move an example to another controller.
+
+Fast: no namespaces; one virtual-time property run of a few seconds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness.endpoints import load
+from harness.run import Example, RealTimeOnly, Target, mode_for
+from harness.schedule import LinkSettings, Schedule, TransferPlan
+from harness.testbed.link import REPO_ROOT
+from harness.virtual.recheck import MODE, choose_modes
+
+PLAN = TransferPlan(sizes=(1000,))
+WITH_TCP = TransferPlan(sizes=(1000,), tcp_flows=1)
+
+
+def target(stack: str, cc: str | None = None) -> Target:
+    s = load(stack)
+    return Target(s, s.resolve_cc(cc))
+
+
+def test_auto_is_virtual_where_stack_and_plan_allow_it_and_real_elsewhere():
+    assert mode_for(target("aioquic"), PLAN, "auto") == "virtual"
+    assert mode_for(target("aioquic"), WITH_TCP, "auto") == "real", "competing kernel TCP needs real time"
+    assert mode_for(target("quic-go"), PLAN, "auto") == "real", "quic-go has no virtual backend"
+    assert mode_for(target("aioquic"), PLAN, "real") == "real"
+    assert mode_for(target("aioquic"), PLAN, "virtual") == "virtual"
+    with pytest.raises(RealTimeOnly, match="kernel TCP"):
+        mode_for(target("aioquic"), WITH_TCP, "virtual")
+    with pytest.raises(RealTimeOnly, match="quic-go"):
+        mode_for(target("quic-go"), PLAN, "virtual")
+
+
+def test_an_example_keeps_the_mode_it_ran_in():
+    schedule = Schedule.constant(0, LinkSettings(rate_bps=5_000_000, delay_us=10_000))
+    e = Example("n", "aioquic", "newreno", schedule, PLAN, 30.0, "virtual")
+    assert Example.from_json(json.loads(json.dumps(e.to_json()))) == e
+    old = e.to_json()
+    del old["mode"]
+    assert Example.from_json(old).mode == "real", "examples saved before modes ran in real time"
+
+
+class _Item:
+    """As much of a pytest item as choose_modes reads."""
+
+    def __init__(self, stack: str, marker: str | None = None):
+        self.callspec = type("Callspec", (), {"params": {"target": target(stack)}})()
+        self.marker = pytest.mark.real_time_only(marker).mark if marker else None
+        self.stash = pytest.Stash()
+        self.added: list = []
+
+    def get_closest_marker(self, name):
+        return self.marker if name == "real_time_only" else None
+
+    def add_marker(self, mark):
+        self.added.append(mark)
+
+
+def test_choose_modes_runs_real_time_cases_in_real_time_under_auto_and_skips_them_under_virtual():
+    items = [_Item("aioquic"), _Item("aioquic", "the baseline is kernel TCP"), _Item("quic-go")]
+    choose_modes(items, "auto")
+    assert [i.stash[MODE] for i in items] == ["auto", "real", "real"]
+    assert not any(i.added for i in items), "auto skips nothing"
+    items = [_Item("aioquic"), _Item("aioquic", "the baseline is kernel TCP"), _Item("quic-go")]
+    choose_modes(items, "virtual")
+    assert [i.stash[MODE] for i in items] == ["virtual", "real", "real"]
+    assert [bool(i.added) for i in items] == [False, True, True]
+    assert items[1].added[0].kwargs["reason"] == "real time only: the baseline is kernel TCP"
+    items = [_Item("aioquic"), _Item("quic-go")]
+    choose_modes(items, "real")
+    assert [i.stash[MODE] for i in items] == ["real", "real"] and not any(i.added for i in items)
+
+
+def test_the_default_mode_judges_a_sans_io_stack_in_virtual_time_and_says_so(tmp_path):
+    results = tmp_path / "r.ndjson"
+    argv = [sys.executable, "-m", "pytest", "properties/test_window.py::test_cwnd_never_below_minimum_window",
+            "--impl", "aioquic", "--cc", "newreno", "--hypothesis-profile", "ci", "-q", "-p", "no:cacheprovider",
+            "--artifacts", str(tmp_path / "a"), "--results", str(results)]
+    r = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, check=False,
+                       env={k: v for k, v in __import__("os").environ.items() if k != "LONGLOOK_MODE"})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    (rec,) = [json.loads(line) for line in results.read_text().splitlines()]
+    assert (rec["mode"], rec["mode_option"], rec["outcome"]) == ("virtual", "auto", "passed")
+    assert rec["examples"]["judged"] > 0
+
+
+def test_replay_moves_an_example_to_another_controller_of_its_stack():
+    from harness import cli
+    from harness.schedule import units
+
+    example = {"nodeid": "properties/test_f.py::test_f[aioquic-tests.mutants.beta_0_9_Beta09-4]",
+               "stack": "aioquic", "cc": "tests.mutants.beta_0_9:Beta09"}
+    assert cli._on_controller(example, "newreno") == "properties/test_f.py::test_f[aioquic-newreno-4]"
+    with pytest.raises(units.UnitError, match="has no congestion control"):
+        cli._on_controller(example, "vegas")
+    with pytest.raises(units.UnitError, match="does not name the saved target"):
+        cli._on_controller(example | {"nodeid": "properties/test_f.py::test_f[quinn-newreno]"}, "newreno")
