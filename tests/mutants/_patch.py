@@ -3,9 +3,10 @@
 Some bugs live in aioquic's recovery module (the packet threshold, the pacer), not
 in the controller. A mutant patches them from its controller's constructor, never
 at import time: the pytest process imports a --cc module to read its family, and
-must stay stock. The constructor runs only inside an endpoint process started with
-that --cc, so a patch dies with that process; `undo_all` exists for anything that
-builds a mutant controller in a longer-lived process (tests/test_mutants.py).
+must stay stock. The constructor runs inside an endpoint process started with that
+--cc (real time), so a patch dies with that process, or in a pytest process whose
+cases all run that --cc (virtual time); `undo_all` exists for anything that builds a
+mutant controller in a process that goes on to other work (tests/test_mutants.py).
 """
 
 from __future__ import annotations
