@@ -16,6 +16,9 @@ import fcntl
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import msgspec
 
 from harness.results import FORMAT, OUTCOMES
 
@@ -58,6 +61,57 @@ class Results:
 REQUIRED = ("format", "property", "nodeid", "outcome", "examples")
 
 
+class _Examples(msgspec.Struct):
+    judged: int = 0
+    failed: int = 0
+    inconclusive: int = 0
+    not_exercised: int = 0
+
+
+class _Deviation(msgspec.Struct):
+    kind: str | None = None
+    measured: dict[str, Any] = {}
+    message: str = ""
+    exception: str | None = None
+
+
+class _Record(msgspec.Struct):
+    """The types of the fields the report reads (harness/results/record.py writes
+    them): a record that breaks one is named with the field's path, never met later
+    as a traceback from the report. Other fields pass through unchecked."""
+
+    format: int
+    property: str
+    nodeid: str
+    outcome: str
+    examples: _Examples
+    requirements: list[str] = []
+    sections: list[tuple[str, str]] = []
+    stack: str | None = None
+    version: str | None = None
+    cc: str | None = None
+    family: str | None = None
+    beta: float | None = None
+    case: str | None = None
+    mode: str | None = None
+    mode_option: str | None = None
+    backend: str | None = None
+    reason: str | None = None
+    finding: str | None = None
+    deviations: list[_Deviation] = []
+    verdict: str | None = None
+    artifacts: list[str] = []
+    replay: str | None = None
+    duration_s: float = 0.0
+
+
+def _check_types(rec: dict, where: str) -> None:
+    try:
+        msgspec.convert(rec, _Record)
+    except msgspec.ValidationError as e:
+        raise ResultsError(f"{where}: not a results record of this longlook: {e}") from None
+
+
 def read(paths: list[Path]) -> Results:
     """Every record of `paths` (files, or directories holding *.ndjson), merged."""
     files = _expand(paths)
@@ -67,7 +121,7 @@ def read(paths: list[Path]) -> Results:
         n = 0
         for rec in _records(path):
             n += 1
-            key = (rec["nodeid"], rec.get("version"), rec.get("mode"), rec.get("backend"))
+            key = (rec["nodeid"], rec.get("version"), rec.get("mode_option") or rec.get("mode"), rec.get("backend"))
             if key in index:
                 out.records[index[key]] = rec
                 out.replaced += 1
@@ -119,6 +173,7 @@ def _records(path: Path):
         missing = [k for k in REQUIRED if k not in rec]
         if missing:
             raise ResultsError(f"{where}: the record lacks {', '.join(missing)}")
+        _check_types(rec, where)
         if rec["outcome"] not in OUTCOMES:
             raise ResultsError(f"{where}: unknown outcome {rec['outcome']!r} (one of {', '.join(OUTCOMES)})")
         yield rec
