@@ -18,6 +18,8 @@ Options (group "longlook"; each also settable by environment variable):
   --no-real-recheck     do not replay a failure found in virtual time in real time
   --results FILE        write one JSON record per property case (NDJSON; harness/results/),
                         for `longlook report` (LONGLOOK_RESULTS)
+  --shard I/N           run part I of N of the collected cases (LONGLOOK_SHARD;
+                        harness/results/shards.py), balanced by --shard-durations RESULTS
 
 Hypothesis profiles, chosen with Hypothesis' own --hypothesis-profile:
   ci       a few derandomised examples per property; deadline off; shrinking bounded
@@ -84,6 +86,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--impl-cmd", default=os.environ.get("LONGLOOK_IMPL_CMD"), help=IMPL_CMD_HELP)
     g.addoption("--results", default=os.environ.get("LONGLOOK_RESULTS"), metavar="FILE",
                 help="write one JSON record per property case to FILE (NDJSON), for `longlook report`")
+    g.addoption("--shard", default=os.environ.get("LONGLOOK_SHARD"), metavar="I/N",
+                help="run part I of N of the collected cases (deterministic; merge the parts' --results)")
+    g.addoption("--shard-durations", nargs="+", type=Path, default=None, metavar="RESULTS",
+                help="with --shard: earlier results files whose durations balance the parts")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -119,6 +125,15 @@ def pytest_configure(config: pytest.Config) -> None:
         profiles.PROFILE = "replay"
     if config.getoption("--results"):
         config.pluginmanager.register(_Results(config), "longlook-results")
+    if config.getoption("--shard-durations") and not config.getoption("--shard"):
+        raise pytest.UsageError("--shard-durations balances --shard I/N: give --shard too")
+    if config.getoption("--shard"):
+        from harness.results.shards import ShardError, parse
+
+        try:
+            parse(config.getoption("--shard"))
+        except ShardError as e:
+            raise pytest.UsageError(str(e)) from None
     config.addinivalue_line("markers", "real_time_only(reason): needs the kernel or real CPU time; skipped in --mode virtual")
     config.addinivalue_line("markers", "slow: long runs or repetitions; fixed @example cases only under the ci profile")
 
@@ -193,6 +208,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     (harness/verdict/findings.py) as strict xfails."""
     from harness.virtual.recheck import choose_modes
 
+    _keep_shard(config, items)
     choose_modes(items, config.getoption("--mode"))
     from harness.verdict.findings import FINDINGS, FLAKY_FINDINGS, SIGNATURES
 
@@ -208,6 +224,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if key:
                 item.add_marker(pytest.mark.xfail(strict=strict, reason=table[key]))
                 item.stash[FINDING] = (strict, table[key], SIGNATURES[key])
+
+
+def _keep_shard(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under --shard I/N, deselects every case outside part I."""
+    if not config.getoption("--shard"):
+        return
+    from harness.results import shards
+
+    index, parts = shards.parse(config.getoption("--shard"))
+    try:
+        known = shards.durations(config.getoption("--shard-durations") or [])
+    except shards.ShardError as e:
+        raise pytest.UsageError(str(e)) from None
+    mine = set(shards.split([i.nodeid for i in items], parts, known)[index - 1])
+    config.hook.pytest_deselected(items=[i for i in items if i.nodeid not in mine])
+    items[:] = [i for i in items if i.nodeid in mine]
 
 
 #: On items whose case has a recorded finding: (strict, reason, signature).
