@@ -88,6 +88,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="results files (NDJSON) or directories of them; several shards merge into one matrix")
     rp.add_argument("--out", type=Path, required=True, help="directory for the site (index.html)")
     rp.add_argument("--no-plots", action="store_true", help="do not draw the failing examples' cwnd plots")
+    rp.add_argument("--baseline", nargs="+", type=Path, metavar="OLD_RESULTS",
+                    help="earlier results to compare with: changed cells are marked, changes.html lists them, and "
+                         "the exit status is 1 when a cell regressed (passed or expected → failed)")
     return p
 
 
@@ -285,6 +288,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 
     try:
         results = read(a.results)
+        baseline = read(a.baseline).records if a.baseline else None
     except ResultsError as e:
         raise units.UnitError(str(e)) from None
     from harness.verdict.requirements import RequirementsError
@@ -294,7 +298,8 @@ def cmd_report(a: argparse.Namespace) -> int:
     except RequirementsError as e:
         raise units.UnitError(str(e)) from None
     try:
-        made = build_site(results.records, a.out, sources=results.sources, coverage=cov, plots=not a.no_plots)
+        made = build_site(results.records, a.out, sources=results.sources, coverage=cov, plots=not a.no_plots,
+                          baseline=baseline)
     except OSError as e:
         raise units.UnitError(f"--out {a.out}: cannot write the report ({e})") from None
     for note in made["notes"]:
@@ -302,7 +307,16 @@ def cmd_report(a: argparse.Namespace) -> int:
     replaced = f", {results.replaced} replaced by a later record" if results.replaced else ""
     print(f"{a.out / 'index.html'}: {made['records']} records from {len(results.sources)} file(s){replaced}, "
           f"{made['cells']} cells, {made['plots']} plots, {made['seconds']} s")
-    return 0
+    if baseline is None:
+        return 0
+    from harness.report.baseline import summary
+
+    changes = made["changes"]
+    print(f"against the baseline: {summary(changes)} ({a.out / 'changes.html'})")
+    for (prop, row), c in sorted(changes.items()):
+        if c.kind in ("regression", "improvement"):
+            print(f"  {c.kind}: {prop} on {'-'.join(map(str, (row[0], row[2])))}: {c.was} → {c.now}")
+    return 1 if any(c.kind == "regression" for c in changes.values()) else 0
 
 
 def main(argv: list[str] | None = None) -> int:

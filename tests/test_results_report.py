@@ -21,6 +21,7 @@ from harness.report.site import build_site, group_of, read_findings_doc
 from harness.results import FORMAT, OUTCOMES
 from harness.results.record import build, finding_id, plain
 from harness.results.store import ResultsError, Writer, coverage, read
+from harness.testbed.link import REPO_ROOT
 from harness.verdict.deviation import deviation
 from harness.verdict.outcomes import Ledger
 
@@ -343,3 +344,41 @@ def test_a_virtual_run_becomes_a_report(tmp_path):
     assert "F4" in index
     pngs = list((site / "cells").rglob("*-cwnd.png"))
     assert len(pngs) == 2 and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+
+
+# ------------------------------------------------------------------ baseline
+
+
+def test_the_baseline_marks_regressions_improvements_and_other_changes(tmp_path):
+    from harness.report.baseline import classify
+
+    assert classify("passed", "passed") is None
+    assert classify("passed", "failed").kind == "regression"
+    assert classify("expected failure", "unexpected pass").kind == "regression"
+    assert classify("failed", "passed").kind == "improvement"
+    assert classify("passed", "inconclusive").kind == "changed"
+    assert classify(None, "passed").kind == "new"
+    old = [_record(case="aioquic-newreno"), _record(case="aioquic-cubic", outcome="failed",
+                                                   exc=deviation("beta", "cut", factor=0.5)),
+           _record(APP, "aioquic-newreno")]
+    new = [_record(case="aioquic-newreno", outcome="failed", exc=deviation("beta", "cut", factor=0.9)),
+           _record(case="aioquic-cubic"), _record(APP, "aioquic-newreno"), _record(APP, "aioquic-cubic")]
+    for rec in new:  # a new release of the stack is compared with the one it replaces
+        rec["version"] = "9.9.9"
+    now, before = _write(tmp_path / "now.ndjson", new), _write(tmp_path / "old.ndjson", old)
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(now), "--out", str(tmp_path / "site"),
+                        "--no-plots", "--baseline", str(before)], cwd=REPO_ROOT, capture_output=True, text=True,
+                       check=False)
+    assert r.returncode == 1, "a regression fails the report's exit status"
+    assert "1 regression, 1 improvement, 0 changed, 1 new" in r.stdout
+    assert f"regression: {PROP} on aioquic-newreno: passed → failed" in r.stdout
+    assert f"improvement: {PROP} on aioquic-cubic: failed → passed" in r.stdout
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert "regression: was passed" in index and "improvement: was failed" in index
+    changes = _parse(tmp_path / "site" / "changes.html")
+    assert [t for _, t in changes.cells][:5] == ["regression", PROP, "aioquic 9.9.9 · newreno · virtual", "passed", "failed"]
+    same = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(before), "--out",
+                           str(tmp_path / "same"), "--no-plots", "--baseline", str(before)], cwd=REPO_ROOT,
+                          capture_output=True, text=True, check=False)
+    assert same.returncode == 0 and "against the baseline: 0 regressions, 0 improvements, 0 changed, 0 new" \
+        in same.stdout

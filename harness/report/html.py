@@ -40,6 +40,10 @@ td.cell small, td.cell .judged { display: block; font-size: 11px; }
 td.zero { background-image: repeating-linear-gradient(45deg, transparent 0 6px, rgba(0,0,0,.28) 6px 9px); }
 td.zero .judged { font-weight: bold; }
 td.none { color: #999; }
+td.regression { outline: 3px solid #B2182B; outline-offset: -3px; }
+td.improvement { outline: 3px dashed #1A9850; outline-offset: -3px; }
+td.changed, td.new { outline: 2px dotted #555; outline-offset: -2px; }
+td.cell small.was { font-weight: bold; }
 pre { background: #F7F7F7; border: 1px solid #DDD; padding: 6px 8px; white-space: pre-wrap; font-size: 12px; }
 .badge { padding: 1px 6px; border-radius: 3px; border: 1px solid #888; }
 img.plot { max-width: 100%; border: 1px solid #DDD; }

@@ -93,8 +93,9 @@ def group_of(sections: list) -> tuple[tuple, str]:
 
 def build_site(records: list[dict], out: Path, *, sources: list[tuple[str, int]] = (),
                coverage: tuple[list[list[str]], list[list[str]]] | None = None,
-               findings_doc: Path = FINDINGS_DOC, plots: bool = True) -> dict:
-    """Writes the site into `out`; returns what it made (counts and seconds)."""
+               findings_doc: Path = FINDINGS_DOC, plots: bool = True, baseline: list[dict] | None = None) -> dict:
+    """Writes the site into `out`; returns what it made (counts and seconds, and
+    with a `baseline` (earlier records) the changes against it)."""
     from harness.report.cells import write_cell
 
     t0 = time.monotonic()
@@ -111,14 +112,21 @@ def build_site(records: list[dict], out: Path, *, sources: list[tuple[str, int]]
     made = {"records": len(records), "cells": len(cells), "plots": 0, "notes": []}
     for cell in cells.values():
         made["plots"] += write_cell(cell, out, row_label(cell.row), findings_doc, doc, plots, made["notes"])
-    (out / "index.html").write_text(_index(cells, sections, sources))
+    changes = None
+    if baseline is not None:
+        from harness.report import baseline as diff
+
+        changes = diff.compare(cells, baseline)
+        made["changes"] = changes
+        (out / "changes.html").write_text(_changes(cells, changes))
+    (out / "index.html").write_text(_index(cells, sections, sources, changes))
     (out / "findings.html").write_text(_findings(cells, doc, findings_doc, out))
     (out / "coverage.html").write_text(_coverage(coverage))
     made["seconds"] = round(time.monotonic() - t0, 2)
     return made
 
 
-def _index(cells: dict, sections: dict, sources) -> str:
+def _index(cells: dict, sections: dict, sources, changes: dict | None = None) -> str:
     rows = sorted({row for _, row in cells})
     groups: dict[tuple, list[str]] = {}
     labels: dict[tuple, str] = {}
@@ -136,33 +144,57 @@ def _index(cells: dict, sections: dict, sources) -> str:
         tds = [f'<th>{esc(row_id(row))}<br><small>{esc(row_label(row))}</small></th>']
         for props in groups.values():
             for prop in props:
-                tds.append(_cell_html(cells.get((prop, row))))
+                tds.append(_cell_html(cells.get((prop, row)), (changes or {}).get((prop, row))))
         body.append("<tr>" + "".join(tds) + "</tr>")
     counts = {o: sum(c.outcome == o for c in cells.values()) for o in OUTCOMES}
     zero = sum(c.outcome == "passed" and c.judged == 0 for c in cells.values())
-    summary = ", ".join(f"{n} {o}" for o, n in counts.items() if n) + (
-        f" ({zero} of the passes on 0 judged examples)" if zero else "")
+    summary = esc(", ".join(f"{n} {o}" for o, n in counts.items() if n) + (
+        f" ({zero} of the passes on 0 judged examples)" if zero else ""))
     legend = " ".join(f'<span class="badge {outcome_class(o)}">{esc(o)}</span>' for o in COLOURS)
     src = table([["results file", "records"], *[[f, str(n)] for f, n in sources]]) if sources else ""
-    body_html = (f"<p>{len(cells)} cells: {esc(summary)}.</p>"
+    if changes is not None:
+        from harness.report.baseline import summary as change_summary
+
+        summary += f'; against the baseline: {change_summary(changes)} (<a href="changes.html">changes</a>)'
+    body_html = (f"<p>{len(cells)} cells: {summary}.</p>"
                  f'<p class="legend">{legend} · hatched: passed with 0 examples judged (no verdict) · '
                  f"each cell: its outcome and how many examples were judged; click for the evidence.</p>"
                  f'<table class="matrix">{head1}{head2}{"".join(body)}</table>{src}')
     return page("longlook conformance matrix", body_html)
 
 
-def _cell_html(cell: Cell | None) -> str:
+def _cell_html(cell: Cell | None, change=None) -> str:
     if cell is None:
         return '<td class="none">—</td>'
     outcome, judged = cell.outcome, cell.judged
     zero = outcome == "passed" and judged == 0
-    cls = f"cell {outcome_class(outcome)}" + (" zero" if zero else "")
+    cls = f"cell {outcome_class(outcome)}" + (" zero" if zero else "") + (f" {change.kind}" if change else "")
     extra = f"<small>{esc(', '.join(cell.findings))}</small>" if cell.findings else ""
     cases = f"<small>{len(cell.records)} cases</small>" if len(cell.records) > 1 else ""
     modes = "+".join(dict.fromkeys(m for r in cell.records for m in str(r.get("mode") or "real").split("+")))
     title = "passed with no example judged: no verdict" if zero else f"{outcome}, {judged} examples judged"
     return (f'<td class="{cls}" title="{esc(title)}, {esc(modes)} time"><a href="{esc(cell.href)}">{esc(outcome)}'
-            f'<span class="judged">{judged} judged</span>{extra}{cases}<small>{esc(modes)}</small></a></td>')
+            f'<span class="judged">{judged} judged</span>{extra}{cases}<small>{esc(modes)}</small>'
+            f'{_was(change)}</a></td>')
+
+
+def _was(change) -> str:
+    if change is None:
+        return ""
+    text = "new" if change.kind == "new" else f"{change.kind}: was {change.was}"
+    return f'<small class="was">{esc(text)}</small>'
+
+
+def _changes(cells: dict, changes: dict) -> str:
+    """changes.html: every cell whose outcome differs from the baseline's, worst first."""
+    order = ("regression", "changed", "improvement", "new")
+    rows = [["change", "property", "stack · version · controller", "was", "now"]]
+    for (prop, row), c in sorted(changes.items(), key=lambda kv: (order.index(kv[1].kind), kv[0][0], kv[0][1])):
+        cell = cells[(prop, row)]
+        rows.append([c.kind, f'<a href="{esc(cell.href)}">{esc(prop)}</a>', esc(row_label(row)),
+                     esc(c.was or "—"), esc(c.now)])
+    body = table(rows, raw=True) if len(rows) > 1 else "<p>No cell changed against the baseline.</p>"
+    return page("changes against the baseline", '<p><a href="index.html">matrix</a></p>' + body)
 
 
 def _sections_text(sections: list) -> str:
