@@ -382,3 +382,22 @@ def test_the_baseline_marks_regressions_improvements_and_other_changes(tmp_path)
                           capture_output=True, text=True, check=False)
     assert same.returncode == 0 and "against the baseline: 0 regressions, 0 improvements, 0 changed, 0 new" \
         in same.stdout
+
+
+def test_a_failing_cell_gets_its_capture_with_the_keys_embedded(tmp_path):
+    """Made after the verdict, for the kept example only: Wireshark opens the pcapng
+    and decrypts it with no key log beside it (a Decryption Secrets Block)."""
+    wire = REPO_ROOT / "tests" / "fixtures" / "wire" / "quic-go"
+    d = tmp_path / "artifacts" / "example-0001"
+    (d / "pcap").mkdir(parents=True)
+    (d / "server").mkdir()
+    (d / "pcap" / "server.pcap").write_bytes((wire / "pcap" / "server.pcap").read_bytes())
+    (d / "server" / "keys.log").write_text((wire / "keys.log").read_text())
+    rec = _record(case="quic-go-newreno", outcome="failed", exc=deviation("beta", "cut", factor=0.9), kept=[d])
+    build_site([rec], tmp_path / "site", plots=True)
+    pcapng = d / "pcap" / "server-with-keys.pcapng"
+    data = pcapng.read_bytes()
+    assert data[:4] == b"\x0a\x0d\x0d\x0a", "a pcapng section header"
+    assert b"\x0a\x00\x00\x00" in data[:4096] and b"CLIENT_HANDSHAKE_TRAFFIC_SECRET" in data, "the secrets block"
+    page = next((tmp_path / "site" / "cells").glob("*.html")).read_text()
+    assert "server-with-keys.pcapng" in page and "capture with keys (Wireshark)" in page

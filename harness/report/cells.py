@@ -32,6 +32,10 @@ def write_cell(cell, out: Path, label: str, findings_doc: Path, doc: dict, plots
         parts.append(_case(rec, here, findings_doc, doc))
         kept = [Path(d) for d in rec.get("artifacts") or []]
         if kept:
+            if plots and kept[-1].is_dir() and not any(kept[-1].glob("pcap/*-with-keys.pcapng")):
+                from harness.report.outputs import embed_secrets
+
+                notes += [f"{kept[-1]}: {n}" for n in embed_secrets(kept[-1])]
             parts.append(_artifacts(kept, here))
             if plots and kept[-1].is_dir():
                 html, n = _plots(rec, kept[-1], here / path.stem, here, notes)
