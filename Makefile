@@ -59,6 +59,7 @@ check: setup
 	$(PY) -m pytest properties/ --impl $(IMPL) --hypothesis-profile $(PROFILE) --results artifacts/results.ndjson \
 		$(CHECK_ARGS); status=$$?; \
 	$(PY) -m harness.cli report artifacts/results.ndjson --out artifacts/report \
+		$$(test -d artifacts/model-coverage && echo --model-coverage artifacts/model-coverage) \
 		|| echo "check: no report (see above)"; exit $$status
 
 # The mutant zoo (issue 7): every mutant of tests/mutants/catalogue.py against the

@@ -88,6 +88,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="results files (NDJSON) or directories of them; several shards merge into one matrix")
     rp.add_argument("--out", type=Path, required=True, help="directory for the site (index.html)")
     rp.add_argument("--no-plots", action="store_true", help="do not draw the failing examples' cwnd plots")
+    rp.add_argument("--model-coverage", type=Path, metavar="DIR",
+                    help="the model coverage the properties recorded (artifacts/model-coverage): adds model.html "
+                         "and each stack · controller's state machine as its runs took it")
     rp.add_argument("--baseline", nargs="+", type=Path, metavar="OLD_RESULTS",
                     help="earlier results to compare with: changed cells are marked, changes.html lists them, and "
                          "the exit status is 1 when a cell regressed (passed or expected → failed)")
@@ -299,7 +302,9 @@ def cmd_report(a: argparse.Namespace) -> int:
         raise units.UnitError(str(e)) from None
     try:
         made = build_site(results.records, a.out, sources=results.sources, coverage=cov, plots=not a.no_plots,
-                          baseline=baseline)
+                          baseline=baseline, model_coverage=a.model_coverage)
+    except FileNotFoundError as e:
+        raise units.UnitError(str(e)) from None
     except OSError as e:
         raise units.UnitError(f"--out {a.out}: cannot write the report ({e})") from None
     for note in made["notes"]:

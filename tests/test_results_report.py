@@ -401,3 +401,24 @@ def test_a_failing_cell_gets_its_capture_with_the_keys_embedded(tmp_path):
     assert b"\x0a\x00\x00\x00" in data[:4096] and b"CLIENT_HANDSHAKE_TRAFFIC_SECRET" in data, "the secrets block"
     page = next((tmp_path / "site" / "cells").glob("*.html")).read_text()
     assert "server-with-keys.pcapng" in page and "capture with keys (Wireshark)" in page
+
+
+def test_the_model_pages_show_each_target_s_state_machine_as_its_runs_took_it(tmp_path):
+    """--model-coverage: model.html per target, a page per stack · controller with its
+    state machine drawn (the edges it took, with counts), linked from the matrix."""
+    cov = tmp_path / "model-coverage"
+    cov.mkdir()
+    taken = [["SlowStart", "OnPacketsLost", "Recovery", 2], ["Recovery", "OnPacketsAcked", "CongestionAvoidance", 2]]
+    (cov / "aioquic-newreno.ndjson").write_text(json.dumps({"target": "aioquic-newreno", "transitions": taken}) + "\n")
+    made = build_site([_record(case="aioquic-newreno")], tmp_path / "site", plots=False, model_coverage=cov)
+    assert not [n for n in made["notes"] if "dot" in n or "TLC" in n], made["notes"]
+    model = (tmp_path / "site" / "model.html").read_text()
+    assert "aioquic-newreno" in model and "validated runs" in model
+    stack = tmp_path / "site" / "stacks" / "aioquic-newreno.html"
+    text = stack.read_text()
+    assert 'src="aioquic-newreno.svg"' in text and "Recovery" in text
+    svg = (tmp_path / "site" / "stacks" / "aioquic-newreno.svg").read_text()
+    assert "OnPacketsLost ×2" in svg, "the taken edge drawn with its count"
+    assert 'href="stacks/aioquic-newreno.html"' in (tmp_path / "site" / "index.html").read_text()
+    bare = build_site([_record(case="aioquic-newreno")], tmp_path / "bare", plots=False)
+    assert "--model-coverage" in (tmp_path / "bare" / "model.html").read_text() and bare["cells"] == 1

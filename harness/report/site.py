@@ -93,7 +93,8 @@ def group_of(sections: list) -> tuple[tuple, str]:
 
 def build_site(records: list[dict], out: Path, *, sources: list[tuple[str, int]] = (),
                coverage: tuple[list[list[str]], list[list[str]]] | None = None,
-               findings_doc: Path = FINDINGS_DOC, plots: bool = True, baseline: list[dict] | None = None) -> dict:
+               findings_doc: Path = FINDINGS_DOC, plots: bool = True, baseline: list[dict] | None = None,
+               model_coverage: Path | None = None) -> dict:
     """Writes the site into `out`; returns what it made (counts and seconds, and
     with a `baseline` (earlier records) the changes against it)."""
     from harness.report.cells import write_cell
@@ -119,14 +120,17 @@ def build_site(records: list[dict], out: Path, *, sources: list[tuple[str, int]]
         changes = diff.compare(cells, baseline)
         made["changes"] = changes
         (out / "changes.html").write_text(_changes(cells, changes))
-    (out / "index.html").write_text(_index(cells, sections, sources, changes))
+    from harness.report.model_pages import write_model_pages
+
+    modelled = write_model_pages(out, model_coverage, made["notes"])
+    (out / "index.html").write_text(_index(cells, sections, sources, changes, modelled))
     (out / "findings.html").write_text(_findings(cells, doc, findings_doc, out))
     (out / "coverage.html").write_text(_coverage(coverage))
     made["seconds"] = round(time.monotonic() - t0, 2)
     return made
 
 
-def _index(cells: dict, sections: dict, sources, changes: dict | None = None) -> str:
+def _index(cells: dict, sections: dict, sources, changes: dict | None = None, modelled: set[str] = frozenset()) -> str:
     rows = sorted({row for _, row in cells})
     groups: dict[tuple, list[str]] = {}
     labels: dict[tuple, str] = {}
@@ -141,7 +145,12 @@ def _index(cells: dict, sections: dict, sources, changes: dict | None = None) ->
         for props in groups.values() for p in props) + "</tr>"
     body = []
     for row in rows:
-        tds = [f'<th>{esc(row_id(row))}<br><small>{esc(row_label(row))}</small></th>']
+        name = esc(row_id(row))
+        if row_id(row) in modelled:  # its state machine as the runs took it
+            from harness.report.model_pages import stack_href
+
+            name = link(stack_href(row_id(row)), row_id(row))
+        tds = [f'<th>{name}<br><small>{esc(row_label(row))}</small></th>']
         for props in groups.values():
             for prop in props:
                 tds.append(_cell_html(cells.get((prop, row)), (changes or {}).get((prop, row))))
