@@ -8,12 +8,19 @@ PY := $(VENV)/bin/python
 STAMPS := .stamps
 CARGO_MANIFEST := harness/emulator/Cargo.toml
 CARGO_FLAGS := --release --locked --manifest-path $(CARGO_MANIFEST)
+ACTIONLINT := .tools/bin/actionlint
+ACTIONLINT_VERSION := v1.7.12
 
 .PHONY: setup test check mutants bench-emulator clean docker-engine docker-base docker-images
 
-setup: $(STAMPS)/system-deps $(STAMPS)/python-deps $(STAMPS)/pylink
+setup: $(STAMPS)/system-deps $(STAMPS)/python-deps $(STAMPS)/pylink $(ACTIONLINT)
 	cargo build $(CARGO_FLAGS)
 	harness/endpoints/build-all.sh
+
+# actionlint checks the CI workflow (.github/workflows, tests/test_ci_workflow.py);
+# built from the Go module proxy (its PyPI wrapper downloads a release binary).
+$(ACTIONLINT):
+	GOBIN=$(abspath .tools/bin) go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
 
 $(STAMPS):
 	mkdir -p $@

@@ -5,7 +5,8 @@ Options (group "longlook"; each also settable by environment variable):
   --impl NAME[,NAME…]   stacks to test (LONGLOOK_IMPL; default: every built stack)
   --cc ALG              one CC for every stack, or module:Factory (LONGLOOK_CC)
   --artifacts DIR       where examples are kept (LONGLOOK_ARTIFACTS; default artifacts/)
-  --keep-passing        keep passing examples' directories too
+  --keep-passing        keep every example's directory: the passing ones too, and the
+                        failing ones that shrinking replaced
   --longlook-replay DIR re-run exactly the example saved in DIR
   --backend local|docker  where endpoints run (LONGLOOK_BACKEND; docs/docker.md)
   --image NAME          with --backend docker: the image for the one --impl (LONGLOOK_IMAGE)
@@ -76,7 +77,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--impl", default=os.environ.get("LONGLOOK_IMPL"), help=IMPL_HELP)
     g.addoption("--cc", default=os.environ.get("LONGLOOK_CC"), help=CC_HELP)
     g.addoption("--artifacts", default=os.environ.get("LONGLOOK_ARTIFACTS", "artifacts"), help=ARTIFACTS_HELP)
-    g.addoption("--keep-passing", action="store_true", help="keep passing examples' artifacts too")
+    g.addoption("--keep-passing", action="store_true",
+                help="keep every example's artifacts: the passing ones, and the failing ones shrinking replaced")
     g.addoption("--longlook-replay", default=None, help="re-run exactly the example saved in this directory")
     g.addoption("--backend", default=os.environ.get("LONGLOOK_BACKEND", "local"), choices=("local", "docker"), help=BACKEND_HELP)
     g.addoption("--mode", default=os.environ.get("LONGLOOK_MODE", "auto"), choices=("auto", "real", "virtual"),

@@ -8,7 +8,9 @@ set -euo pipefail
 # graphviz: `dot` renders the state-transition diagrams (harness/report/diagram.py).
 # tshark: cross-checks our QUIC decryption in tests (tests/test_wire_tshark.py).
 # openjdk-17-jre-headless: runs TLC, the TLA+ model checker (make tlc, harness/model).
-PACKAGES=(iproute2 iperf3 cmake libclang-dev graphviz tshark openjdk-17-jre-headless)
+# chromium, chromium-driver: headless Chromium, driven by Selenium, opens the report
+# the way a person does (tests/test_report_browser.py).
+PACKAGES=(iproute2 iperf3 cmake libclang-dev graphviz tshark openjdk-17-jre-headless chromium chromium-driver)
 # python3.11-venv: `python3.11 -m venv` with the distribution's interpreter, which
 # the Makefile prefers when it is there (PYTHON_BOOTSTRAP).
 if [ -x /usr/bin/python3.11 ]; then

@@ -167,3 +167,15 @@ def test_a_passing_test_leaves_no_empty_directory(runner, target_):
     with runner.run(target_, SCHEDULE, PLAN):
         pass
     assert list(runner.artifacts.iterdir()) == []
+
+
+def test_keep_passing_keeps_every_failing_example_too(tmp_path, monkeypatch, target_):
+    """Shrinking replaces a failing example by a smaller one; with --keep-passing
+    every one stays, so a failure that shrinking lost can still be read."""
+    monkeypatch.setattr(runner_mod, "run_example", lambda example, target, out: object())
+    r = Runner(tmp_path, keep_passing=True)
+    for _ in range(3):
+        with pytest.raises(AssertionError):
+            with r.run(target_, SCHEDULE, PLAN):
+                raise AssertionError("over the bound")
+    assert len(example_dirs(r)) == 3

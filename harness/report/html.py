@@ -33,7 +33,7 @@ table { border-collapse: collapse; margin: 0.6em 0 1.4em; }
 th, td { border: 1px solid #BBB; padding: 3px 6px; vertical-align: top; font-size: 13px; }
 th { background: #F4F4F4; text-align: left; }
 table.matrix td { text-align: center; min-width: 5.5em; }
-table.matrix th.prop { writing-mode: vertical-rl; transform: rotate(180deg); max-height: 20em; white-space: nowrap; }
+table.matrix th.prop { writing-mode: vertical-rl; transform: rotate(180deg); white-space: nowrap; }
 table.matrix th.group { text-align: center; }
 td.cell a { color: inherit; text-decoration: none; display: block; }
 td.cell small, td.cell .judged { display: block; font-size: 11px; }

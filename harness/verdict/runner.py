@@ -188,9 +188,9 @@ class Runner:
         for d in dirs:
             (d / "verdict.txt").write_text(verdict)
         # Shrinking fails many examples; keep only the latest, which is the
-        # minimal one Hypothesis replays last.
+        # minimal one Hypothesis replays last (--keep-passing keeps every example).
         for d in self.kept.get(nodeid, []):
-            if d not in dirs:
+            if d not in dirs and not self.keep_passing:
                 _discard(d)
         self.kept[nodeid] = list(dirs)
 
