@@ -16,6 +16,7 @@ a transfer that fails ends with exit 1 and its artifacts kept.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -285,6 +286,34 @@ def _requirement_coverage(a: argparse.Namespace) -> int:
     return 0
 
 
+#: Without a terminal (a CI log), a progress line at most this often, seconds.
+PROGRESS_EVERY_S = 10.0
+
+
+@contextlib.contextmanager
+def _progress(what: str):
+    """A progress callback (done, total) for a long loop: a rich bar on a terminal,
+    else a plain line on stderr every PROGRESS_EVERY_S, so no run is silent for long."""
+    import time
+
+    if sys.stderr.isatty():
+        from rich.console import Console
+        from rich.progress import Progress
+
+        with Progress(console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task(what, total=None)
+            yield lambda done, total: bar.update(task, completed=done, total=total)
+        return
+    last = [time.monotonic()]
+
+    def line(done: int, total: int) -> None:
+        if time.monotonic() - last[0] >= PROGRESS_EVERY_S:
+            last[0] = time.monotonic()
+            print(f"{what}: {done} of {total}", file=sys.stderr, flush=True)
+
+    yield line
+
+
 def cmd_report(a: argparse.Namespace) -> int:
     from harness.report.site import build_site
     from harness.results.store import ResultsError, coverage, read
@@ -301,8 +330,10 @@ def cmd_report(a: argparse.Namespace) -> int:
     except RequirementsError as e:
         raise units.UnitError(str(e)) from None
     try:
-        made = build_site(results.records, a.out, sources=results.sources, coverage=cov, plots=not a.no_plots,
-                          baseline=baseline, model_coverage=a.model_coverage)
+        with _progress("cells") as progress:
+            made = build_site(results.records, a.out, sources=results.sources, coverage=cov,
+                              plots=not a.no_plots, baseline=baseline, model_coverage=a.model_coverage,
+                              progress=progress)
     except FileNotFoundError as e:
         raise units.UnitError(str(e)) from None
     except OSError as e:

@@ -269,7 +269,7 @@ def test_the_matrix_shows_outcomes_and_judged_counts(tmp_path, monkeypatch):
 
     # Every page's links resolve, and no page loads anything from a network.
     pages = sorted(out.rglob("*.html"))
-    assert len(pages) == 3 + 5
+    assert len(pages) == 4 + 5  # index, findings, coverage, model; a page per cell
     for page in pages:
         assert "http://" not in page.read_text() and "https://" not in page.read_text(), page
         for ref in _parse(page).refs:
@@ -422,3 +422,12 @@ def test_the_model_pages_show_each_target_s_state_machine_as_its_runs_took_it(tm
     assert 'href="stacks/aioquic-newreno.html"' in (tmp_path / "site" / "index.html").read_text()
     bare = build_site([_record(case="aioquic-newreno")], tmp_path / "bare", plots=False)
     assert "--model-coverage" in (tmp_path / "bare" / "model.html").read_text() and bare["cells"] == 1
+
+
+def test_a_long_report_says_how_far_it_is(tmp_path, monkeypatch, capsys):
+    """Without a terminal, a line every PROGRESS_EVERY_S; never a silent minute."""
+    monkeypatch.setattr(cli, "PROGRESS_EVERY_S", 0.0)
+    path = _write(tmp_path / "r.ndjson", [_record(case="aioquic-newreno"), _record(APP, "aioquic-newreno")])
+    assert cli.main(["report", str(path), "--out", str(tmp_path / "site"), "--no-plots"]) == 0
+    err = capsys.readouterr().err
+    assert "cells: 1 of 2" in err and "cells: 2 of 2" in err

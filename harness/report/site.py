@@ -94,9 +94,10 @@ def group_of(sections: list) -> tuple[tuple, str]:
 def build_site(records: list[dict], out: Path, *, sources: list[tuple[str, int]] = (),
                coverage: tuple[list[list[str]], list[list[str]]] | None = None,
                findings_doc: Path = FINDINGS_DOC, plots: bool = True, baseline: list[dict] | None = None,
-               model_coverage: Path | None = None) -> dict:
+               model_coverage: Path | None = None, progress=None) -> dict:
     """Writes the site into `out`; returns what it made (counts and seconds, and
-    with a `baseline` (earlier records) the changes against it)."""
+    with a `baseline` (earlier records) the changes against it). `progress(done,
+    total)` is called after each cell's page."""
     from harness.report.cells import write_cell
 
     t0 = time.monotonic()
@@ -111,8 +112,10 @@ def build_site(records: list[dict], out: Path, *, sources: list[tuple[str, int]]
         sections.setdefault(rec["property"], rec.get("sections") or [])
     doc = read_findings_doc(findings_doc)
     made = {"records": len(records), "cells": len(cells), "plots": 0, "notes": []}
-    for cell in cells.values():
+    for n, cell in enumerate(cells.values(), 1):
         made["plots"] += write_cell(cell, out, row_label(cell.row), findings_doc, doc, plots, made["notes"])
+        if progress is not None:
+            progress(n, len(cells))
     changes = None
     if baseline is not None:
         from harness.report import baseline as diff
