@@ -203,6 +203,43 @@ def test_derived_acks_keep_their_place_among_same_instant_events(tmp_path):
         ack(3.0, [0, 1]),
         {"time": 3.0, "name": "recovery:metrics_updated", "data": {"bytes_in_flight": 0}},
     ])
-    t = qlog.read_trace(p, "quic-go", "server", LINK_START_NS)
+    t = qlog.read_trace(p, "quinn", "server", LINK_START_NS)
     kinds = [(type(e).__name__, getattr(e, "pn", None)) for e in t.events if e.t_us == t.events[-1].t_us]
     assert kinds == [("PacketAcked", 0), ("PacketAcked", 1), ("Metrics", None)]
+
+
+def test_quic_go_s_ack_goes_before_the_effects_it_logged_first(tmp_path):
+    """quic-go logs packet_received after handling its frames: the window it grew
+    and the loss it declared come first in the file. The acks derived from the frame
+    go where those effects begin (after the last send), at their time; what a PTO
+    expiry logs is the timer's, not the next packet's."""
+    p = seq(tmp_path, [
+        sent(1.0, 0), sent(1.0, 1), sent(1.1, 2), sent(1.1, 3), sent(1.1, 4), sent(1.2, 5),
+        {"time": 2.0, "name": "recovery:metrics_updated", "data": {"congestion_window": 20000}},
+        {"time": 2.001, "name": "recovery:packet_lost", "data": {"header": {"packet_type": "1RTT",
+                                                                             "packet_number": 0}}},
+        ack(2.002, [1, 4]),
+        {"time": 5.0, "name": "recovery:loss_timer_updated", "data": {"event_type": "expired",
+                                                                      "timer_type": "pto"}},
+        {"time": 5.001, "name": "recovery:metrics_updated", "data": {"pto_count": 1}},
+        ack(25.0, [0, 0]),
+        {"time": 40.0, "name": "recovery:loss_timer_updated", "data": {"event_type": "expired",
+                                                                       "timer_type": "ack"}},
+        {"time": 40.001, "name": "recovery:congestion_state_updated", "data": {"new": "recovery"}},
+        {"time": 60.0, "name": "recovery:metrics_updated", "data": {"congestion_window": 10000}},
+        ack(60.002, [5, 5]),
+    ])
+    t = qlog.read_trace(p, "quic-go", "server", LINK_START_NS)
+    order = [(type(e).__name__, getattr(e, "pn", None)) for e in t.events if not isinstance(e, ev.PacketSent)]
+    assert order[:6] == [("PacketAcked", 1), ("PacketAcked", 2), ("PacketAcked", 3), ("PacketAcked", 4),
+                         ("Metrics", None), ("PacketLost", 0)], order
+    acked = [e for e in t.events if isinstance(e, ev.PacketAcked)]
+    grown = next(e for e in t.events if isinstance(e, ev.Metrics) and e.congestion_window)
+    assert {e.t_us for e in acked[:4]} == {grown.t_us}, "the acks take the time their first effect was logged"
+    late = next(e for e in acked if e.pn == 0)
+    assert late.t_us > next(e.t_us for e in t.events if isinstance(e, ev.PtoExpired)) + 10_000, \
+        "after a timer expired, the timer's effects are not the next packet's"
+    assert order.index(("PacketAcked", 0)) > order.index(("PtoExpired", None))
+    # An ACK 20 ms after a loss timer's effects: only what it logged just before it moves.
+    last = [(type(e).__name__, getattr(e, "pn", None)) for e in t.events if e.t_us >= late.t_us + 10_000]
+    assert last == [("CongestionState", None), ("PacketAcked", 5), ("Metrics", None)], last

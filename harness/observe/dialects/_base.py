@@ -100,6 +100,9 @@ class _Walk:
     #: derived from it sit where the qlog logged the packet, not after same-instant
     #: events logged later (the final sort by time is stable).
     ack_pos: dict[tuple[float, str], int] = field(default_factory=dict)
+    #: Where in `events` the effects of the next received packet begin, for a stack
+    #: that logs a packet after handling its frames (Dialect.received_after_handling).
+    handled_from: int = 0
     pto_derived: list[ev.PtoExpired] = field(default_factory=list)
     timer_events: int = 0
     last_pto: int = 0
@@ -135,6 +138,17 @@ class Dialect:
     #: order is cause before effect; consumers that replay the window reorder only
     #: where this is True.
     window_before_acks: ClassVar[bool] = False
+    #: Whether the stack logs packet_received after it has handled the packet's
+    #: frames, so the events its ACK frames caused (acknowledged packets, the window
+    #: they grew, losses they declared, the state they changed) come before it in the
+    #: file, timestamped a little earlier. The ACK is then placed where those effects
+    #: begin: after the last packet sent, received or timer expired, and no earlier
+    #: than HANDLING_US before the packet was logged (a timer's own effects, logged
+    #: long before, stay the timer's).
+    received_after_handling: ClassVar[bool] = False
+    #: The longest a packet's handling is taken to last (µs): its effects are logged
+    #: within it, before the packet itself.
+    HANDLING_US: ClassVar[float] = 5_000.0
     #: metric field → (model field, kind) with kind "size", "rtt", "rate" or "count".
     METRICS: ClassVar[dict[str, tuple[str, str]]] = {
         "congestion_window": ("congestion_window", "size"), "bytes_in_flight": ("bytes_in_flight", "size"),
@@ -208,25 +222,34 @@ class Dialect:
 
     def on_sent(self, w: _Walk, t: float, d: dict[str, Any]) -> None:
         """packet_sent → PacketSent; remembers the pn for the ack derivation."""
-        space, pn = self.packet(d)
-        if space is None:
-            return
-        w.sent.setdefault(space, set()).add(pn)
-        frames = d.get("frames")
-        eliciting = None if frames is None else any(f.get("frame_type") not in NON_ELICITING for f in frames)
-        w.events.append(_sent({"t_us": t, "pn": pn, "space": space, "size": self.size(d),
-                               "ack_eliciting": eliciting}))
+        try:
+            space, pn = self.packet(d)
+            if space is None:
+                return
+            w.sent.setdefault(space, set()).add(pn)
+            frames = d.get("frames")
+            eliciting = None if frames is None else any(f.get("frame_type") not in NON_ELICITING for f in frames)
+            w.events.append(_sent({"t_us": t, "pn": pn, "space": space, "size": self.size(d),
+                                   "ack_eliciting": eliciting}))
+        finally:
+            w.handled_from = len(w.events)  # what follows a send is no received packet's doing
 
     def on_received(self, w: _Walk, t: float, d: dict[str, Any]) -> None:
         """Keeps the ACK frames of a received packet for derive_acks."""
         frames = d.get("frames")
+        pos = len(w.events)
+        if self.received_after_handling:
+            pos, w.handled_from = min(w.handled_from, pos), pos
+            while pos < len(w.events) and w.events[pos].t_us < t - self.HANDLING_US:
+                pos += 1
+            t = w.events[pos].t_us if pos < len(w.events) else t
         if not frames:
             return
         space, _ = self.packet(d, need_pn=False)
         for f in frames:
             if f.get("frame_type") == "ack" and space is not None:
                 w.acks.append((t, space, f.get("acked_ranges") or []))
-                w.ack_pos.setdefault((t, space), len(w.events))
+                w.ack_pos.setdefault((t, space), pos)
 
     def on_lost(self, w: _Walk, t: float, d: dict[str, Any]) -> None:
         """packet_lost → PacketLost with the trigger mapped (None when unknown)."""
@@ -275,6 +298,8 @@ class Dialect:
         w.timer_events += 1
         if d.get("event_type") == "expired" and d.get("timer_type") == "pto":
             w.events.append(ev.PtoExpired(t))
+        if d.get("event_type") == "expired":
+            w.handled_from = len(w.events)  # what follows is the timer's doing
 
     def on_spurious(self, w: _Walk, t: float, d: dict[str, Any]) -> None:
         """spurious_loss (quic-go) → SpuriousLoss."""

@@ -18,7 +18,11 @@ from harness.observe.dialects._base import Dialect
 
 
 class QuicGoDialect(Dialect):
-    """quic-go follows the draft's 0.3 names and fields; nothing to override."""
+    """quic-go follows the draft's 0.3 names and fields, but logs packet_received
+    once it has handled the packet's frames (connection.go, handleFrames: the
+    frames are collected and logged after the loop that handles them), so its ACK
+    frames' effects precede them in the file."""
 
     stack = "quic-go"
+    received_after_handling = True
     FACTS = ("quic-go: no ssthresh or pacing_rate in metrics_updated",)
