@@ -50,13 +50,9 @@ def classify(was: str | None, now: str) -> Change | None:
     return Change("changed", was, now)
 
 
-def compare(cells: dict, baseline_records: list[dict]) -> dict[tuple, Change]:
-    """Cell key (property, row) → its change against the baseline's records."""
-    from harness.report.site import row_of
-
-    old: dict[tuple, list[str]] = {}
-    for rec in baseline_records:
-        old.setdefault(match_key(rec["property"], row_of(rec)), []).append(rec["outcome"])
+def compare(cells: dict, old: dict[tuple, list[str]]) -> dict[tuple, Change]:
+    """Cell key (property, row) → its change against the baseline: `old` holds the
+    baseline records' outcomes by `match_key`."""
     changes = {}
     for key, cell in cells.items():
         was = old.get(match_key(*key))

@@ -120,7 +120,10 @@ def build_site(records: list[dict], out: Path, *, sources: list[tuple[str, int]]
     if baseline is not None:
         from harness.report import baseline as diff
 
-        changes = diff.compare(cells, baseline)
+        old: dict[tuple, list[str]] = {}
+        for rec in baseline:
+            old.setdefault(diff.match_key(rec["property"], row_of(rec)), []).append(rec["outcome"])
+        changes = diff.compare(cells, old)
         made["changes"] = changes
         (out / "changes.html").write_text(_changes(cells, changes))
     from harness.report.model_pages import write_model_pages
