@@ -90,6 +90,12 @@ def test_an_expected_failure_names_its_finding_and_flattens_its_deviations(tmp_p
     assert rec["examples"]["judged"] == 4 and rec["examples"]["failed"] == 1
     assert rec["replay"] == f"longlook replay {tmp_path / 'b'}"
     assert rec["artifacts"] == [str(tmp_path / "a"), str(tmp_path / "b")]
+    assert rec["schedule"] is None, "the replayed example kept no schedule.json"
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "schedule.json").write_text(json.dumps({"seed": 7, "phases": [{"start_us": 0}]}))
+    again = _record(APP, outcome="skipped", exc=group, kept=[tmp_path / "a", tmp_path / "b"],
+                    wasxfail="F4: aioquic grows its window while application-limited")
+    assert again["schedule"] == {"seed": 7, "phases": [{"start_us": 0}]}, "the record carries the schedule"
     assert rec["verdict"].startswith("F4: aioquic") and "ExceptionGroup" in rec["verdict"]
     json.dumps(rec, allow_nan=False)
 

@@ -9,6 +9,7 @@ crosses pytest-xdist's channel from a worker to the controller as it is.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -23,7 +24,7 @@ from harness.results import FORMAT
 #: The fields of a record, in the order they are written.
 FIELDS = ("format", "property", "nodeid", "requirements", "sections", "stack", "version", "cc", "family", "beta",
           "case", "mode", "mode_option", "backend", "outcome", "reason", "finding", "examples", "deviations", "verdict",
-          "artifacts", "replay", "duration_s", "phase", "worker", "finished")
+          "artifacts", "schedule", "replay", "duration_s", "phase", "worker", "finished")
 #: How many lines of the verdict text a record keeps, and how long each may be.
 VERDICT_LINES, LINE_CHARS = 12, 300
 FINDING_ID = re.compile(r"\s*(F\d+)\b")
@@ -61,6 +62,7 @@ def build(report, exc: BaseException | None, *, prop: str, case: str | None, tar
         "deviations": deviations(exc) if outcome in ("failed", "error", "expected failure") else [],
         "verdict": verdict_text(report, exc, reason),
         "artifacts": [str(k) for k in kept],
+        "schedule": _schedule(kept[-1]) if kept else None,
         "replay": _replay(kept[-1]) if kept else None,
         "duration_s": round(float(getattr(report, "duration", 0.0)), 3),
         "phase": report.when,
@@ -116,6 +118,15 @@ def leaves(exc: BaseException) -> list[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         return [leaf for e in exc.exceptions for leaf in leaves(e)]
     return [exc]
+
+
+def _schedule(example: Path) -> dict | None:
+    """The replayed example's schedule (its schedule.json), so the record alone says
+    what the link did; None when the example kept none."""
+    try:
+        return json.loads((example / "schedule.json").read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def deviations(exc: BaseException | None) -> list[dict]:

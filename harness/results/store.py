@@ -102,6 +102,7 @@ class _Record(msgspec.Struct):
     verdict: str | None = None
     artifacts: list[str] = []
     replay: str | None = None
+    schedule: dict[str, Any] | None = None
     duration_s: float = 0.0
 
 
