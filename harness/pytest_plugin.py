@@ -234,12 +234,11 @@ def _keep_shard(config: pytest.Config, items: list[pytest.Item]) -> None:
         return
     from harness.results import shards
 
-    index, parts = shards.parse(config.getoption("--shard"))
     try:
-        known = shards.durations(config.getoption("--shard-durations") or [])
+        mine = shards.part([i.nodeid for i in items], config.getoption("--shard"),
+                           config.getoption("--shard-durations") or [])
     except shards.ShardError as e:
         raise pytest.UsageError(str(e)) from None
-    mine = set(shards.split([i.nodeid for i in items], parts, known)[index - 1])
     config.hook.pytest_deselected(items=[i for i in items if i.nodeid not in mine])
     items[:] = [i for i in items if i.nodeid in mine]
 
@@ -392,13 +391,14 @@ class _Results:
         if report.when != "call" and (report.when != "setup" or report.passed):
             return
         from harness.results.record import build
+        from harness.virtual.recheck import judged_in
 
         runner = getattr(item.config, "_longlook_runner", None)
         callspec = getattr(item, "callspec", None)
         report.longlook_record = build(
             report, call.excinfo.value if call.excinfo else None, prop=getattr(item, "originalname", item.name),
             case=getattr(callspec, "id", None), target=getattr(callspec, "params", {}).get("target"),
-            mode=_judged_in(runner.ledgers.get(item.nodeid) if runner else None, item),
+            mode=judged_in(runner.ledgers.get(item.nodeid) if runner else None, item),
             mode_option=item.config.getoption("--mode"), backend=item.config.getoption("--backend"),
             ledger=runner.ledgers.get(item.nodeid) if runner else None,
             kept=runner.kept.get(item.nodeid, []) if runner else [])
@@ -407,13 +407,3 @@ class _Results:
         record = getattr(report, "longlook_record", None)
         if record is not None and self.writer is not None:
             self.writer.append(record)
-
-
-def _judged_in(ledger, item: pytest.Item) -> str:
-    """The modes a case's examples ran in ("virtual", "real", "virtual+real"), else
-    the one chosen for it (a case that ran no example)."""
-    from harness.virtual.recheck import MODE
-
-    if ledger is not None and ledger.modes:
-        return "+".join(sorted(ledger.modes, reverse=True))
-    return item.stash.get(MODE, item.config.getoption("--mode"))

@@ -56,3 +56,10 @@ def split(nodeids: list[str], parts: int, known: dict[str, float] | None = None)
         out[i].append(n)
         loads[i] += cost[n]
     return out
+
+
+def part(nodeids: list[str], spec: str, durations_from: Iterable[Path] = ()) -> set[str]:
+    """The node ids of part I of `spec` ("I/N"), balanced by the durations in the
+    results files `durations_from`."""
+    index, parts = parse(spec)
+    return set(split(nodeids, parts, durations(durations_from))[index - 1])

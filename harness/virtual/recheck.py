@@ -46,6 +46,14 @@ def choose_modes(items: list[pytest.Item], requested: str) -> None:
         item.stash[MODE] = "real" if why else requested
 
 
+def judged_in(ledger, item: pytest.Item) -> str:
+    """The modes a case's examples ran in ("virtual", "real", "virtual+real"; the
+    runner's ledger records them), else the one chosen for it (no example ran)."""
+    if ledger is not None and ledger.modes:
+        return "+".join(sorted(ledger.modes, reverse=True))
+    return item.stash.get(MODE, item.config.getoption("--mode"))
+
+
 def real_replay_argv(example_dir: Path) -> list[str]:
     return [sys.executable, "-m", "harness.cli", "replay", str(example_dir), "--mode", "real"]
 
