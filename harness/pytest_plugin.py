@@ -363,9 +363,9 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     text = f"minimal failing example: {failed}\n{listing}\nreplay: {replay_command(failed)}"
     if others:
         text += "\nthe other runs behind this verdict:\n" + "\n".join(f"  {d}" for d in others)
-    ledger = runner.ledgers.get(item.nodeid)
-    if ledger is not None and "virtual" in ledger.modes:
-        from harness.virtual.recheck import recheck_section
+    from harness.virtual.recheck import ran_in_virtual_time, recheck_section
+
+    if ran_in_virtual_time(failed):  # under auto, a case's example may have run in either
 
         text += "\n" + recheck_section(failed, run=not item.config.getoption("--no-real-recheck"))
     report.sections.append(("longlook artifacts", text))

@@ -103,3 +103,15 @@ def test_replay_moves_an_example_to_another_controller_of_its_stack():
         cli._on_controller(example, "vegas")
     with pytest.raises(units.UnitError, match="does not name the saved target"):
         cli._on_controller(example | {"nodeid": "properties/test_f.py::test_f[quinn-newreno]"}, "newreno")
+
+
+def test_only_an_example_that_ran_in_virtual_time_is_rechecked_in_real_time(tmp_path):
+    from harness.virtual.recheck import ran_in_virtual_time
+
+    (tmp_path / "v").mkdir()
+    (tmp_path / "v" / "example.json").write_text(json.dumps({"mode": "virtual"}))
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "example.json").write_text(json.dumps({"mode": "real"}))
+    assert ran_in_virtual_time(tmp_path / "v")
+    assert not ran_in_virtual_time(tmp_path / "r"), "a real-time example needs no real-time recheck"
+    assert not ran_in_virtual_time(tmp_path / "gone")

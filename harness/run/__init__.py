@@ -87,13 +87,6 @@ def requested_mode() -> str:
     return mode
 
 
-def virtual_time() -> bool:
-    """Whether examples are asked to run in virtual time ($LONGLOOK_MODE virtual):
-    there the stacks' logs and the captures read one exact clock, with no endpoint
-    latency. An example's own mode is `Example.mode` (what it really ran in)."""
-    return requested_mode() == "virtual"
-
-
 def mode_for(target: Target, plan: TransferPlan, requested: str | None = None) -> str:
     """The mode an example of `plan` on `target` runs in. "auto" is virtual time
     where the stack has a virtual backend and the plan needs no kernel (competing

@@ -54,6 +54,16 @@ def judged_in(ledger, item: pytest.Item) -> str:
     return item.stash.get(MODE, item.config.getoption("--mode"))
 
 
+def ran_in_virtual_time(example_dir: Path) -> bool:
+    """Whether the example saved in `example_dir` ran in virtual time (its example.json)."""
+    import json
+
+    try:
+        return json.loads((example_dir / "example.json").read_text()).get("mode") == "virtual"
+    except (OSError, ValueError):
+        return False
+
+
 def real_replay_argv(example_dir: Path) -> list[str]:
     return [sys.executable, "-m", "harness.cli", "replay", str(example_dir), "--mode", "real"]
 
