@@ -115,3 +115,13 @@ def test_only_an_example_that_ran_in_virtual_time_is_rechecked_in_real_time(tmp_
     assert ran_in_virtual_time(tmp_path / "v")
     assert not ran_in_virtual_time(tmp_path / "r"), "a real-time example needs no real-time recheck"
     assert not ran_in_virtual_time(tmp_path / "gone")
+
+
+def test_the_reordering_property_runs_in_real_time_where_virtual_time_hides_its_bug():
+    """Virtual time delivers a held datagram with those that overtook it in one
+    instant: the kPacketThreshold-1 mutant passes the property there (and fails it in
+    real time), so auto must run it in real time until virtual time shows it."""
+    from properties.test_reordering import test_reordering_below_threshold_causes_no_recovery as prop
+
+    marks = [m for m in getattr(prop, "pytestmark", []) if m.name == "real_time_only"]
+    assert marks and "virtual instant" in marks[0].args[0]
