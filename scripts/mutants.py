@@ -12,8 +12,10 @@ kills nothing, and the mutant's run goes on with the properties after it. The st
 controllers run first because the kills are defined by them; their rows come last
 and count false kills: properties a stock controller failed without a recorded
 finding (harness/verdict/findings.py). A mutant that survives every property its stock
-passes, but fails one the stock fails too, is equivalent on that stack: the stock
-already has the bug.
+passes is equivalent on that stack only if its stock fails the very property its bug
+breaks (the catalogue's `bug_property`: the stock already has the bug); one that
+fails only other properties its stock fails (which every subclass of the stock
+inherits) survived.
 
     scripts/mutants.py                          # everything, ci profile
     scripts/mutants.py --only beta_0_9,quinn/beta-0.9 --stock-runs 1
@@ -103,8 +105,21 @@ class Verdict:
     wall_s: float = 0.0
     events: int | None = None
 
+    @property
+    def status(self) -> str:
+        """killed; equivalent (its stock fails the very property its bug breaks);
+        undecided (it fails only where its stock was inconclusive); else survived,
+        also when it fails only other properties its stock fails (inherited)."""
+        if self.killed_by:
+            return "killed"
+        if self.mutant.bug_property and self.mutant.bug_property in self.equivalent_by:
+            return "equivalent"
+        if self.undecided_by:
+            return "undecided"
+        return "survived"
+
     def to_json(self) -> dict:
-        return {"name": self.mutant.name, "stack": self.mutant.stack, "cc": self.mutant.cc, "bug": self.mutant.bug,
+        return {"name": self.mutant.name, "status": self.status, "stack": self.mutant.stack, "cc": self.mutant.cc, "bug": self.mutant.bug,
                 "killed_by": self.killed_by, "events": self.events, "equivalent_by": self.equivalent_by,
                 "undecided_by": self.undecided_by, "errors": self.errors, "failed": self.failed,
                 "unconfirmed": self.unconfirmed, "wall_s": round(self.wall_s)}
@@ -354,15 +369,16 @@ def table(verdicts: list[Verdict], stocks: list[Stock], markdown: bool) -> str:
         if k:
             rows.append((v.mutant.name, v.mutant.stack, v.mutant.bug, _prop(k["nodeid"]).split("::")[-1],
                          f"{k['time_to_failure_s']:.0f} s", "?" if v.events is None else str(v.events), "killed"))
-        elif v.equivalent_by:
+        elif v.status == "equivalent":
             rows.append((v.mutant.name, v.mutant.stack, v.mutant.bug, "—", "—", "—",
-                         "equivalent: stock fails " + ", ".join(p.split("::")[-1] for p in v.equivalent_by)))
-        elif v.undecided_by:
+                         f"equivalent: stock fails {v.mutant.bug_property.split('::')[-1]} too"))
+        elif v.status == "undecided":
             rows.append((v.mutant.name, v.mutant.stack, v.mutant.bug, "—", "—", "—",
                          "undecided: stock inconclusive on " + ", ".join(p.split("::")[-1] for p in v.undecided_by)))
         else:
+            notes = v.unconfirmed + [f"fails only what its stock fails: {p.split('::')[-1]}" for p in v.equivalent_by]
             rows.append((v.mutant.name, v.mutant.stack, v.mutant.bug, "—", "—", "—",
-                         "SURVIVED" + (" (" + "; ".join(v.unconfirmed) + ")" if v.unconfirmed else "")))
+                         "SURVIVED" + (" (" + "; ".join(notes) + ")" if notes else "")))
     for s in stocks:
         n = len(s.runs)
         fk = s.false_kills()
@@ -378,8 +394,8 @@ def table(verdicts: list[Verdict], stocks: list[Stock], markdown: bool) -> str:
 
 def summary(verdicts: list[Verdict]) -> str:
     killed = [v for v in verdicts if v.killed_by]
-    equivalent = [v for v in verdicts if not v.killed_by and v.equivalent_by]
-    undecided = [v for v in verdicts if not v.killed_by and not v.equivalent_by and v.undecided_by]
+    equivalent = [v for v in verdicts if v.status == "equivalent"]
+    undecided = [v for v in verdicts if v.status == "undecided"]
     errors = [v for v in verdicts if v.errors]
     scored = len(verdicts) - len(equivalent) - len(undecided)
     times = [v.killed_by["time_to_failure_s"] for v in killed]
@@ -463,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
     for v in verdicts:
         for error in v.errors:
             print(f"error (no verdict, not a kill): {v.mutant.name}: {error}")
-    survived = [v for v in verdicts if not v.killed_by and not v.equivalent_by and not v.undecided_by]
+    survived = [v for v in verdicts if v.status == "survived"]
     false_kills = [s for s in stocks.values() if s.false_kills()]
     return 1 if survived or false_kills else 0
 

@@ -180,6 +180,12 @@ def test_a_mutant_is_equivalent_only_where_its_stock_failed(tmp_path, monkeypatc
     calls = iter([failing])
     equivalent = zoo.run_mutant(mutant, zoo.Stock("aioquic", "newreno", [run("xfailed")]), tmp_path, "ci", False)
     assert equivalent.equivalent_by == [prop] and equivalent.undecided_by == []
+    assert equivalent.status == "survived", "sharing a failure its stock has is no equivalence by itself"
+    calls = iter([failing])
+    own = zoo.Mutant("m", "aioquic", "tests.mutants.m:M", "newreno", "a bug", bug_property=prop)
+    equivalent = zoo.run_mutant(own, zoo.Stock("aioquic", "newreno", [run("xfailed")]), tmp_path, "ci", False)
+    assert equivalent.status == "equivalent", "its stock fails the very property its bug breaks"
+    assert undecided.status == "undecided"
     crashing = run("failed", "ConnectionResetError: the endpoint crashed")
     calls = iter([crashing])
     errored = zoo.run_mutant(mutant, zoo.Stock("aioquic", "newreno", [run("passed")]), tmp_path, "ci", False)

@@ -21,14 +21,22 @@ class Mutant:
     #: The stock controller it mutates; a kill is a property this one passes.
     stock: str
     bug: str
+    #: The property whose rule the bug breaks, where naming it matters: a mutant
+    #: that survives is "equivalent" only when its stock fails this very property
+    #: (the stock has the bug already), never because it shares another of the
+    #: stock's failures, which every subclass of the stock inherits.
+    bug_property: str | None = None
 
 
-def _aioquic(module: str, cls: str, stock: str, bug: str) -> Mutant:
-    return Mutant(module, "aioquic", f"tests.mutants.{module}:{cls}", stock, bug)
+def _aioquic(module: str, cls: str, stock: str, bug: str, prop: str | None = None) -> Mutant:
+    return Mutant(module, "aioquic", f"tests.mutants.{module}:{cls}", stock, bug, prop)
 
 
-def _quinn(name: str, bug: str) -> Mutant:
-    return Mutant(f"quinn/{name.removeprefix('mutant-')}", "quinn", name, "newreno", bug)
+def _quinn(name: str, bug: str, prop: str | None = None) -> Mutant:
+    return Mutant(f"quinn/{name.removeprefix('mutant-')}", "quinn", name, "newreno", bug, prop)
+
+
+APP_LIMITED = "properties/test_app_limited.py::test_no_window_growth_while_application_limited"
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -36,7 +44,8 @@ MUTANTS: tuple[Mutant, ...] = (
     _aioquic("no_reduction_on_loss", "NoReductionOnLoss", "newreno", "no window reduction on loss"),
     _aioquic("halve_every_loss", "HalveEveryLoss", "newreno", "a reduction on every loss, recovery period ignored"),
     _aioquic("minimum_window_one_packet", "MinimumWindowOnePacket", "newreno", "minimum window of one datagram"),
-    _aioquic("app_limited_growth", "AppLimitedGrowth", "newreno", "window growth while application-limited"),
+    _aioquic("app_limited_growth", "AppLimitedGrowth", "newreno", "window growth while application-limited",
+             APP_LIMITED),
     _aioquic("window_cap_107", "WindowCap107", "newreno", "window capped at 107 datagrams (MACW)"),
     _aioquic("ssthresh_never_set", "SsthreshNeverSet", "newreno", "ssthresh not set on loss: slow start resumes"),
     _aioquic("pacing_1ms", "Pacing1ms", "newreno", "1 ms pacer, one datagram per tick"),
@@ -49,7 +58,7 @@ MUTANTS: tuple[Mutant, ...] = (
     _quinn("mutant-beta-0.9", "β = 0.9 (NewRenoConfig::loss_reduction_factor)"),
     _quinn("mutant-reduce-every-loss", "a reduction on every loss, recovery period ignored"),
     _quinn("mutant-persistent-congestion-ignored", "persistent congestion ignored"),
-    _quinn("mutant-app-limited-growth", "window growth while application-limited"),
+    _quinn("mutant-app-limited-growth", "window growth while application-limited", APP_LIMITED),
 )
 
 
