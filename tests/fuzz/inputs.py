@@ -14,6 +14,7 @@ Schedules are fuzzed where they are checked, in the emulator's Rust parser
 (harness/emulator/fuzz, target schedule_parse).
 
     .venv/bin/python tests/fuzz/inputs.py pcap --runs 1000000        # prints the count and the outcome
+    .venv/bin/python tests/fuzz/inputs.py qlog-quinn --seconds 60     # a time budget instead
     .venv/bin/python tests/fuzz/inputs.py --list
 
 Inputs start from tests/fuzz/corpus/TARGET (seeded from tests/fixtures; new inputs
@@ -135,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("target", nargs="?", choices=TARGETS)
     ap.add_argument("--runs", type=int, default=100_000, help="cases to run (default 100000)")
+    ap.add_argument("--seconds", type=int, help="stop after this long instead, whatever the count")
     ap.add_argument("--list", action="store_true", help="list the targets")
     ap.add_argument("--no-save", action="store_true", help="do not add new inputs to the corpus")
     a = ap.parse_args(argv)
@@ -154,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     with atheris.instrument_imports():
         test = target(a.target)
     dirs = [str(corpus)] if not a.no_save else [tempfile.mkdtemp(prefix="ll-fuzz-corpus-"), str(corpus)]
-    args = [sys.argv[0], f"-runs={a.runs}", "-max_len=65536", "-print_final_stats=1", *dirs]
+    limit = [f"-max_total_time={a.seconds}"] if a.seconds else [f"-runs={a.runs}"]
+    args = [sys.argv[0], *limit, "-max_len=65536", "-print_final_stats=1", *dirs]
     atheris.Setup(args, test)
     atheris.Fuzz()
     return 0
