@@ -45,3 +45,11 @@ def test_the_crash_input_is_now_the_reader_s_error():
     test = inputs.target("results")
     test(b'{"format": 1, "property": "p", "nodeid": "n", "outcome": "passed", "examples": {}, "sections": 2}\n')
     test(b"\xff\xfe not json")
+
+
+def test_a_quinn_qlog_whose_metrics_data_is_a_string_is_read_not_crashed():
+    """Found by the qlog-quinn target: a metrics_updated event whose data is a string
+    reached quinn's RTT-unit guess (its own pass over the events) and raised
+    AttributeError; the walk already skipped such events."""
+    crash = (inputs.HERE / "corpus" / "qlog-quinn" / "crash-metrics-data-a-string").read_bytes()
+    inputs.target("qlog-quinn")(crash)

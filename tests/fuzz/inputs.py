@@ -139,7 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=int, help="stop after this long instead, whatever the count")
     ap.add_argument("--list", action="store_true", help="list the targets")
     ap.add_argument("--no-save", action="store_true", help="do not add new inputs to the corpus")
-    a = ap.parse_args(argv)
+    ap.add_argument("--minimize", action="store_true",
+                    help="shrink the target's corpus to the inputs that keep its coverage (libFuzzer's -merge)")
+    # libFuzzer re-executes this program for a merge's inner runs with flags of its
+    # own (-merge_inner=1, …): those pass through to it.
+    a, passthrough = ap.parse_known_args(argv)
     if a.list or not a.target:
         print("\n".join(TARGETS))
         return 0
@@ -155,11 +159,47 @@ def main(argv: list[str] | None = None) -> int:
             dest.write_bytes(seed.read_bytes())
     with atheris.instrument_imports():
         test = target(a.target)
+    if passthrough:
+        atheris.Setup([sys.argv[0], *passthrough], test)
+        atheris.Fuzz()
+        return 0
+    if a.minimize:
+        return _minimize(atheris, test, corpus, a.target)
     dirs = [str(corpus)] if not a.no_save else [tempfile.mkdtemp(prefix="ll-fuzz-corpus-"), str(corpus)]
     limit = [f"-max_total_time={a.seconds}"] if a.seconds else [f"-runs={a.runs}"]
     args = [sys.argv[0], *limit, "-max_len=65536", "-print_final_stats=1", *dirs]
     atheris.Setup(args, test)
     atheris.Fuzz()
+    return 0
+
+
+def _minimize(atheris, test, corpus: Path, name: str) -> int:
+    """Merges the corpus into a fresh directory (only inputs that add coverage go in),
+    then puts that in its place; seeds and crash reproducers are kept whatever.
+    libFuzzer runs the merge in child processes of argv[0]: a wrapper that runs this
+    target under this interpreter."""
+    import shutil
+
+    kept = Path(tempfile.mkdtemp(prefix="ll-fuzz-min-"))
+    wrapper = kept.with_name(kept.name + ".sh")
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{Path(__file__).resolve()}" {name} "$@"\n')
+    wrapper.chmod(0o755)
+    pid = os.fork()
+    if pid == 0:  # libFuzzer exits the process when the merge is done
+        atheris.Setup([str(wrapper), "-merge=1", "-max_len=65536", str(kept), str(corpus)], test)
+        atheris.Fuzz()
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"merging {corpus} failed (exit {os.waitstatus_to_exitcode(status)})")
+    for f in corpus.iterdir():
+        if f.name.startswith(("seed-", "crash-")):
+            shutil.copy(f, kept / f.name)
+    before = len(list(corpus.iterdir()))
+    shutil.rmtree(corpus)
+    shutil.move(str(kept), str(corpus))
+    wrapper.unlink()
+    print(f"{corpus}: {before} inputs → {len(list(corpus.iterdir()))}")
     return 0
 
 

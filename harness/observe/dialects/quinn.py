@@ -52,8 +52,9 @@ def rtt_values(events: list[dict[str, Any]]) -> list[float]:
     """smoothed_rtt values of the metrics events, in file order."""
     out = []
     for e in events:
-        if e.get("name") == "recovery:metrics_updated":
-            v = (e.get("data") or {}).get("smoothed_rtt")
-            if isinstance(v, (int, float)):
-                out.append(float(v))
+        data = e.get("data") if e.get("name") == "recovery:metrics_updated" else None
+        # Any shape may come in (a broken file): what is not an object is no metric.
+        v = data.get("smoothed_rtt") if isinstance(data, dict) else None
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.append(float(v))
     return out
