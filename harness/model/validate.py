@@ -91,6 +91,7 @@ class Mismatch:
         out = {"state": self.state, "line": self.line}
         if self.k == "cwnd" and model:
             out["factor"] = self.logged / model
+            out["window"] = self.logged  # B: what the stack set, e.g. a reset to a fixed value
         return out
 
     def resume(self) -> dict | None:
