@@ -1,6 +1,7 @@
 """Events a stack's log lacks, derived from the decrypted capture and marked so.
 
-quinn's qlog has no ACK frames and quiche's no packet_lost, so trace validation and
+quinn's qlog has no ACK frames, quiche's no packet_lost and aioquic's no PTO
+expiry (harness/observe/probes.py finds them from the probes), so trace validation and
 the properties that tie the window to acknowledgements or losses could not judge
 them. The server-side capture shows every packet the sender sent and every ACK frame
 that reached it; from it come the acknowledgements (exact: the ACK frames' ranges)
@@ -17,11 +18,12 @@ from __future__ import annotations
 import statistics
 from dataclasses import replace
 
-from harness.observe.events import PacketAcked, PacketLost, PacketSent, Trace
+from harness.observe.events import PacketAcked, PacketLost, PacketSent, PtoExpired, Trace
 from harness.observe.join import wire_trace
+from harness.observe.probes import derive_ptos
 
 #: What can be derived: capability → the event class.
-DERIVABLE = {"ack_frames": PacketAcked, "packet_lost": PacketLost}
+DERIVABLE = {"ack_frames": PacketAcked, "packet_lost": PacketLost, "pto_expired": PtoExpired}
 
 
 class DeriveError(ValueError):
@@ -36,10 +38,16 @@ def fill_from_wire(trace: Trace, view, lacking: set[str], conn: int = 0) -> Trac
     lacking = {c for c in lacking if c in DERIVABLE} - trace.derived
     if not lacking:
         return trace
-    classes = tuple(DERIVABLE[c] for c in sorted(lacking))
-    wire = wire_trace(view, conn, trace.vantage, trace.stack, losses="packet_lost" in lacking)
+    classes = tuple(DERIVABLE[c] for c in sorted(lacking - {"pto_expired"}))
+    # Presumed losses also when the log has its own: the probes' rules need them.
+    wire = wire_trace(view, conn, trace.vantage, trace.stack, losses=True)
     offset, slack = _offset(trace, wire)
-    derived = [replace(e, t_us=e.t_us - offset) for e in wire.events if isinstance(e, classes)]
+    found = [e for e in wire.events if isinstance(e, classes)]
+    if "pto_expired" in lacking:
+        peer = "c2s" if trace.vantage == "server" else "s2c"
+        found += derive_ptos(wire, view.connections[conn].max_ack_delay_us[peer] if conn < len(view.connections)
+                             else 25_000)
+    derived = [replace(e, t_us=e.t_us - offset) for e in found]
     events = _merge(trace.events, sorted(derived, key=lambda e: e.t_us), slack)
     notes = [*trace.notes, f"derived from the capture: {', '.join(sorted(lacking))}; clock offset {offset:.0f} µs"
              + ("; losses are presumed by RFC 9002's thresholds, not the stack's declarations"

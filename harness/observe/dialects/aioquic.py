@@ -10,7 +10,8 @@ Deviations from the draft, as logged:
   reschedule_data; not a congestion event), so PTO probes also appear as
   packet_lost. Only a PTO declares a packet above the largest acknowledged one, so
   those are counted in a note (states.py can use the same rule);
-- no congestion states, no loss-timer events; the file is written whole when the
+- no congestion states, no loss-timer events, no pto_count (PTO expiries come from
+  the capture: harness/observe/probes.py); the file is written whole when the
   connection ends, so a killed aioquic leaves no qlog at all.
 """
 
@@ -24,7 +25,7 @@ class AioquicDialect(Dialect):
     """aioquic's deviations: `cwnd`, header-less packet_lost, PTO losses (module docstring)."""
 
     stack = "aioquic"
-    LOGS = CAPABILITIES - {"congestion_state"}
+    LOGS = CAPABILITIES - {"congestion_state", "pto_expired"}
     METRICS = {**Dialect.METRICS, "cwnd": ("congestion_window", "size")}
     FACTS = (
         "aioquic: no congestion states logged (left to harness/observe/states.py)",
