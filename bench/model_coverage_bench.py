@@ -1,11 +1,15 @@
-"""Model coverage reached with and without guidance, at an equal budget.
+"""Model coverage reached by free, guided and directed generation, at an equal budget.
 
 Runs properties/test_model_conformance.py on one target with a fixed number of
-Hypothesis examples, once with hypothesis.target on new model transitions and once
-without (LONGLOOK_MODEL_GUIDANCE=0), for each seed; prints the distinct model
-transitions each reached as one JSON line per run. Real transfers: needs root.
+Hypothesis examples, once per arm and seed, and prints the distinct observable model
+transitions each reached as one JSON line per run. The arms:
+  free      free schedules only, no guidance (LONGLOOK_DIRECTED=0, LONGLOOK_MODEL_GUIDANCE=0)
+  guided    free schedules, hypothesis.target on new transitions (LONGLOOK_DIRECTED=0)
+  directed  free and directed schedules (TLC's paths, harness/schedule/directed.py), guided
+Real transfers need root; --mode virtual runs in virtual time.
 
     .venv/bin/python bench/model_coverage_bench.py --impl aioquic --cc newreno --examples 12 --seeds 1 2
+    .venv/bin/python bench/model_coverage_bench.py --mode virtual --arms guided directed --examples 20 --seeds 1 2 3
 """
 
 from __future__ import annotations
@@ -23,12 +27,19 @@ REPO = Path(__file__).resolve().parents[1]
 TEST = "properties/test_model_conformance.py::test_run_is_a_behaviour_of_the_model"
 
 
-def run(impl: str, cc: str, examples: int, seed: int, guided: bool) -> dict:
+ARMS = {"free": {"LONGLOOK_DIRECTED": "0", "LONGLOOK_MODEL_GUIDANCE": "0"},
+        "guided": {"LONGLOOK_DIRECTED": "0", "LONGLOOK_MODEL_GUIDANCE": "1"},
+        "directed": {"LONGLOOK_DIRECTED": "1", "LONGLOOK_MODEL_GUIDANCE": "1"}}
+
+
+def run(impl: str, cc: str, examples: int, seed: int, arm: str, mode: str) -> dict:
+    from harness.model.coverage import model_transitions, observable
+
     with tempfile.TemporaryDirectory(prefix="longlook-covbench-") as tmp:
-        env = dict(os.environ, LONGLOOK_MODEL_GUIDANCE="1" if guided else "0", LONGLOOK_BENCH_EXAMPLES=str(examples),
-                   PYTHONPATH=str(REPO / "bench"))
+        env = dict(os.environ, **ARMS[arm], LONGLOOK_BENCH_EXAMPLES=str(examples), PYTHONPATH=str(REPO / "bench"))
         started = time.monotonic()
-        subprocess.run([sys.executable, "-m", "pytest", TEST, "--impl", impl, "--cc", cc, "-p", "bench_profile",
+        subprocess.run([sys.executable, "-m", "pytest", TEST, "--impl", impl, "--cc", cc, "--mode", mode,
+                        "-p", "bench_profile",
                         "--hypothesis-profile", "bench", f"--hypothesis-seed={seed}", "--artifacts", tmp,
                         "-p", "no:cacheprovider", "-q", "--runxfail"],
                        cwd=REPO, env=env, capture_output=True, text=True, check=False)
@@ -39,8 +50,10 @@ def run(impl: str, cc: str, examples: int, seed: int, guided: bool) -> dict:
                 d = json.loads(line)
                 runs += 1
                 reached |= {tuple(t[:3]) for t in d["transitions"]}
-    return {"impl": impl, "cc": cc, "seed": seed, "guided": guided, "examples_validated": runs,
-            "transitions": len(reached), "seconds": round(took, 1), "reached": sorted(reached)}
+    obs = {t for t in model_transitions() if observable(t)}
+    return {"impl": impl, "cc": cc, "mode": mode, "seed": seed, "arm": arm, "examples_validated": runs,
+            "observable_reached": len(reached & obs), "observable": len(obs), "seconds": round(took, 1),
+            "reached": sorted(reached)}
 
 
 def main() -> int:
@@ -49,10 +62,13 @@ def main() -> int:
     p.add_argument("--cc", default="newreno")
     p.add_argument("--examples", type=int, default=12)
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
+    p.add_argument("--mode", choices=("real", "virtual"), default="real")
     a = p.parse_args()
+    sys.path.insert(0, str(REPO))
     for seed in a.seeds:
-        for guided in (False, True):
-            r = run(a.impl, a.cc, a.examples, seed, guided)
+        for arm in a.arms:
+            r = run(a.impl, a.cc, a.examples, seed, arm, a.mode)
             print(json.dumps({k: v for k, v in r.items() if k != "reached"}), flush=True)
             print(json.dumps({"reached": r["reached"]}), file=sys.stderr, flush=True)
     return 0

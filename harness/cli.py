@@ -7,6 +7,7 @@
     longlook impls
     longlook coverage [artifacts/model-coverage] [--diagrams DIR]
     longlook coverage --requirements [RESULTS.xml ...]   (spec/requirements.toml; docs/requirements.md)
+    longlook traps [--refresh]                     (TLC's paths to each model transition, spec/traps.json)
     longlook report RESULTS.ndjson ... --out DIR   (a static HTML matrix from `pytest --results`)
 
 Every user error ends as one line on stderr naming the problem and the fix, exit 2;
@@ -83,6 +84,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--requirements", action="store_true",
                    help="print the requirement catalogue (spec/requirements.toml): its judges, and per stack "
                         "judged / not exercised / not observable / unjudged from the JUnit XML files given")
+    tp = sub.add_parser("traps", help="the TLC paths to each model transition that directed generation turns "
+                                      "into schedules (spec/traps.json), and whether they are current")
+    tp.add_argument("--refresh", action="store_true",
+                    help="recompute them with TLC (a few minutes) after the model changed; commit spec/traps.json")
     rp = sub.add_parser("report", help="a static HTML site (matrix, evidence, findings, requirement coverage) "
                                        "from the results of `pytest properties/ --results FILE`")
     rp.add_argument("results", nargs="+", type=Path,
@@ -266,6 +271,22 @@ def cmd_coverage(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_traps(a: argparse.Namespace) -> int:
+    from harness.model import traps
+
+    if a.refresh:
+        paths = traps.refresh()
+        print(f"{traps.CACHE}: {sum(1 for p in paths.values() if p)} paths for {len(paths)} model transitions")
+        return 0
+    try:
+        paths = traps.load()
+    except traps.StaleTraps as e:
+        raise units.UnitError(str(e)) from None
+    for t, steps in sorted(paths.items()):
+        print(f"{' '.join(t)}: " + " → ".join(s.action + (f"({s.pn})" if s.pn >= 0 else "") for s in steps))
+    return 0
+
+
 def _requirement_coverage(a: argparse.Namespace) -> int:
     """The catalogue as a table: without results its judges and counts per strength;
     with JUnit XML files, a column per stack-controller they ran."""
@@ -364,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return {"transfer": cmd_transfer, "impls": cmd_impls, "replay": cmd_replay,
-                "coverage": cmd_coverage, "report": cmd_report}[a.command](a)
+                "coverage": cmd_coverage, "traps": cmd_traps, "report": cmd_report}[a.command](a)
     except (StackError, units.UnitError, TestbedError, ScheduleError, LinkError, NetnsError, TlcError) as e:
         print(f"longlook: {e}", file=sys.stderr)
         return 2

@@ -8,9 +8,11 @@ the sender's normalised trace (harness/model/validate.py); every deviation names
 the event no step of the model explains and the rule it breaks, and validation
 goes on past it.
 
-The run also feeds model-guided generation: each example reports to Hypothesis how
-many model transitions it reached that earlier examples had not (hypothesis.target),
-and is recorded for `longlook coverage`.
+The model also drives the generation: a third of the schedules are directed, TLC's
+path to a transition this target has not reached yet turned into link impairments
+(harness/model/traps.py, harness/schedule/directed.py); each example reports to
+Hypothesis how many model transitions it reached that earlier examples had not
+(hypothesis.target); every run is recorded for `longlook coverage`.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ import os
 from hypothesis import example, given, target as hypothesis_target
 from hypothesis import strategies as st
 
-from harness.model import coverage, tracefile, validate
+from harness.model import coverage, tracefile, traps, validate
 from harness.schedule import Action, TransferPlan, strategies
+from harness.schedule.directed import directed
 from harness.schedule.strategies import QUIC, BaseLink
 from harness.verdict import outcomes
 from harness.verdict.deviation import deviation, raise_all
@@ -34,8 +37,14 @@ GUIDANCE_ENV = "LONGLOOK_MODEL_GUIDANCE"
 #: schedules may lose nothing, and a finding must not depend on their luck).
 EARLY_LOSSES = BaseLink().schedule(seed=0, actions=[Action("s2c", 60, "drop", flow=QUIC),
                                                     Action("s2c", 250, "drop", flow=QUIC)])
-#: Loss, reordering and jitter, or a blackhole (which reaches PTO and persistent congestion).
-SCHEDULES = st.one_of(strategies.combinations(), strategies.blackholes())
+#: Set to 0 to draw free schedules only (bench/model_coverage_bench.py compares both).
+DIRECTED_ENV = "LONGLOOK_DIRECTED"
+#: Loss, reordering and jitter, or a blackhole (which reaches PTO and persistent
+#: congestion); and the directed schedules: TLC's path to a model transition this
+#: target has not reached yet, as link impairments (harness/schedule/directed.py).
+FREE = [strategies.combinations(), strategies.blackholes()]
+SCHEDULES = st.one_of(*FREE, *([directed(traps.load(), coverage.pending)]
+                               if os.environ.get(DIRECTED_ENV, "1") != "0" else []))
 
 
 @example(schedule=strategies.CLEAN_LINK)

@@ -8,7 +8,9 @@ record prints the step it took). Properties record each validated run under
 <artifacts>/model-coverage/<target>.ndjson; `longlook coverage` reports them.
 
 Guidance: `novelty()` counts the transitions an example reached that no earlier
-example of the session had, for hypothesis.target.
+example of the session had, for hypothesis.target; `pending()` names the observable
+ones the current target has not reached yet, which directed generation draws from
+(harness/schedule/directed.py).
 """
 
 from __future__ import annotations
@@ -23,10 +25,17 @@ from harness.model import tlavalue, tlc
 from harness.model.validate import SPEC_DIR, Verdict
 
 Transition = tuple[str, str, str]
-#: States a trace cannot show: no stack logs app-limited or a window cap, so the
-#: model's ApplicationLimited and CongestionAvoidanceMaxed are reached only by TLC.
+#: Why a state or action of the model is not observable in a trace, so its
+#: transitions are reached only by TLC. (PTO expiries are: logged, or derived from
+#: the capture for a stack that logs none, harness/observe/probes.py.)
+UNOBSERVABLE = {
+    "ApplicationLimited": "no stack logs app-limited periods; harness/observe/states.py infers them for the "
+                          "state plots but trace records do not carry them yet",
+    "CongestionAvoidanceMaxed": "no stack logs its window cap; the plans set none",
+    "OnEcnCe": "no trace record carries an ECN-CE count yet, and the embedded stacks' senders do not mark ECT",
+    "SetAppLimited": "as ApplicationLimited",
+}
 UNOBSERVABLE_STATES = ("ApplicationLimited", "CongestionAvoidanceMaxed")
-#: Actions no normalised event maps to (no ECN or app-limited events in traces).
 UNOBSERVABLE_ACTIONS = ("OnEcnCe", "SetAppLimited")
 
 
@@ -43,6 +52,11 @@ def observable(t: Transition) -> bool:
     return not (set(t) & set(UNOBSERVABLE_STATES) or t[1] in UNOBSERVABLE_ACTIONS)
 
 
+def why_unobservable(t: Transition) -> str | None:
+    """The reason `t` cannot be seen in a trace, or None when it can."""
+    return next((f"{part}: {UNOBSERVABLE[part]}" for part in t if part in UNOBSERVABLE), None)
+
+
 def transitions(verdict: Verdict) -> Counter[Transition]:
     """How often the run took each transition (matched records only)."""
     return Counter((s.state, s.action, s.after) for s in verdict.steps)
@@ -50,15 +64,26 @@ def transitions(verdict: Verdict) -> Counter[Transition]:
 
 #: Per target id, the transitions earlier examples of this session reached.
 _seen: dict[str, set[Transition]] = {}
+#: The target whose example reported last: the next examples of a test case run on it.
+_current: list[str] = []
 
 
 def novelty(target_id: str, reached: set[Transition]) -> int:
     """Transitions in `reached` not reached before in this session by `target_id`;
     remembers them."""
+    _current[:] = [target_id]
     seen = _seen.setdefault(target_id, set())
     new = reached - seen
     seen |= reached
     return len(new)
+
+
+def pending() -> set[Transition] | None:
+    """The observable model transitions the current target has not reached this
+    session; None before any example reported."""
+    if not _current:
+        return None
+    return {t for t in model_transitions() if observable(t)} - _seen.get(_current[0], set())
 
 
 def record(path: Path, target_id: str, verdict: Verdict, schedule: dict | None = None) -> None:
@@ -106,8 +131,11 @@ def table(model: frozenset[Transition], stacks: dict[str, StackCoverage]) -> str
     for n in names:
         hit = [t for t in obs if stacks[n].reached.get(t)]
         extra = [t for t in stacks[n].reached if t not in model]
-        rows.append(f"\n{n}: {stacks[n].runs} runs, {len(hit)} of {len(obs)} observable model transitions"
+        rows.append(f"\n{n}: {stacks[n].runs} runs, {len(hit)} of {len(obs)} observable model transitions "
+                    f"({100 * len(hit) // max(len(obs), 1)}%); {len(model) - len(obs)} of {len(model)} not observable"
                     + (f"; {len(extra)} outside the bounded model: {sorted(extra)[:5]}" if extra else ""))
+    rows.append("\nnot observable (n/o), and why:")
+    rows += [f"- {part}: {why}" for part, why in UNOBSERVABLE.items()]
     return "\n".join(rows)
 
 

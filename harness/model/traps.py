@@ -1,0 +1,129 @@
+"""Abstract paths to each model transition, from TLC (directed generation, issue 26).
+
+For a transition (from, action, to) of the bounded model, spec/MCTrap.tla states the
+trap property "it never fires"; TLC refutes it breadth-first and its counterexample
+is a shortest path of model steps to it. The path to an observable transition takes
+no unobservable action on its way (no schedule brings one about, and a trace cannot
+confirm it). harness/schedule/directed.py turns a path into an impairment schedule.
+
+TLC takes a few seconds per transition, so the paths are kept in spec/traps.json with
+the hash of the model files they came from: a run reads them and pays nothing. When
+the model changes the hash no longer matches and `longlook traps --refresh` (or
+`refresh()`) recomputes them; tests/test_traps.py fails on a stale file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.model import tlavalue, tlc
+from harness.model.coverage import UNOBSERVABLE_ACTIONS, Transition, model_transitions, observable
+from harness.model.validate import SPEC_DIR
+
+CACHE = SPEC_DIR / "traps.json"
+#: The files the paths depend on: the model, its bounds, the trap module.
+MODEL_FILES = ("CongestionControl.tla", "MCCongestionControl.tla", "MCTrap.tla", "MCTransitions.cfg")
+
+
+class StaleTraps(Exception):
+    """spec/traps.json was computed from other model files; the message says how to refresh."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One model step of a path: its states, action and packet number (-1: none)."""
+
+    before: str
+    action: str
+    after: str
+    pn: int
+
+    def to_json(self) -> list:
+        return [self.before, self.action, self.after, self.pn]
+
+
+def model_version() -> str:
+    h = hashlib.sha256()
+    for name in MODEL_FILES:
+        h.update(name.encode() + b"\0" + (SPEC_DIR / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+#: MCTransitions prints an edge before its bounds prune the step, so the coverage
+#: universe holds the steps that leave the bounds by one (a third PTO expiry in a
+#: row: RetransmissionTimeout → RetransmissionTimeout). The trap's model allows one
+#: more expiry so those have paths too.
+EXTRA_PTO = 1
+
+
+def _config(t: Transition) -> str:
+    """MCTransitions.cfg's bounds (one more PTO), the trap's constants, the trap invariant."""
+    bounds = []
+    for ln in (SPEC_DIR / "MCTransitions.cfg").read_text().splitlines():
+        m = re.match(r"CONSTANT MaxPto = (\d+)", ln)
+        bounds += [f"CONSTANT MaxPto = {int(m.group(1)) + EXTRA_PTO}"] if m else [ln] if ln.startswith("CONSTANT") else []
+    avoid = "{}" if not observable(t) else "{" + ", ".join(f'"{a}"' for a in UNOBSERVABLE_ACTIONS) + "}"
+    return "\n".join([*bounds, f'CONSTANT TrapFrom = "{t[0]}"', f'CONSTANT TrapAction = "{t[1]}"',
+                      f'CONSTANT TrapTo = "{t[2]}"', f"CONSTANT TrapAvoid = {avoid}", "INIT TrapInit", "NEXT TrapNext", "INVARIANT NotReached", ""])
+
+
+_STATE = re.compile(r"^State \d+: ", re.M)
+_LAST = re.compile(r"^/\\ last = (.*?)(?=^/\\ |\Z)", re.M | re.S)
+
+
+def path_to(t: Transition) -> list[Step] | None:
+    """A shortest model path ending in transition `t` (TLC), or None if the bounded
+    model never takes it."""
+    with tempfile.TemporaryDirectory(prefix="longlook-trap-") as d:
+        for f in SPEC_DIR.glob("*.tla"):
+            shutil.copy(f, d)
+        (Path(d) / "MCTrap.cfg").write_text(_config(t))
+        result = tlc.run(Path(d), "MCTrap", quick=True, timeout_s=300)
+    if result.error is None:
+        return None
+    if "NotReached" not in result.error:
+        raise tlc.TlcError(f"trap for {t}: TLC reported {result.error!r}, not the trap")
+    steps = []
+    for block in _STATE.split(result.output)[2:]:  # [0] is TLC's preamble, [1] the initial state
+        m = _LAST.search(block)
+        if m is None:
+            raise tlc.TlcError(f"trap for {t}: a state of TLC's counterexample has no `last`")
+        v = tlavalue.parse(" ".join(m.group(1).split()))
+        steps.append(Step(v["from"], v["action"], v["to"], v["pn"]))
+    if not steps or (steps[-1].before, steps[-1].action, steps[-1].after) != tuple(t):
+        raise tlc.TlcError(f"trap for {t}: TLC's counterexample does not end in it: {steps[-1:]}")
+    return steps
+
+
+def refresh(path: Path = CACHE, progress=print, workers: int = 2) -> dict[Transition, list[Step] | None]:
+    """Recomputes every transition's path (TLC, seconds each; `workers` at once) into `path`."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    model = sorted(model_transitions())
+    paths = {}
+    with ThreadPoolExecutor(workers) as pool:  # each TLC is its own JVM process
+        for i, (t, p) in enumerate(zip(model, pool.map(path_to, model)), 1):
+            progress(f"[{i}/{len(model)}] {' '.join(t)}: {len(p) if p else 'no'} steps")
+            paths[t] = p
+    path.write_text(json.dumps({"model_version": model_version(),
+                                "paths": {"|".join(t): p and [s.to_json() for s in p] for t, p in paths.items()}},
+                               indent=0, sort_keys=True) + "\n")
+    return paths
+
+
+def load(path: Path = CACHE) -> dict[Transition, list[Step]]:
+    """The cached paths (transitions the model never takes left out); raises
+    StaleTraps when the model files changed since they were computed."""
+    if not path.exists():
+        raise StaleTraps(f"{path} does not exist: run `longlook traps --refresh` (TLC, a few minutes)")
+    data = json.loads(path.read_text())
+    if data.get("model_version") != model_version():
+        raise StaleTraps(f"{path} was computed from another version of the model ({data.get('model_version')}, "
+                         f"now {model_version()}): run `longlook traps --refresh` and commit it")
+    return {tuple(k.split("|")): [Step(*s) for s in v] for k, v in data["paths"].items() if v}

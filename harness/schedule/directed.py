@@ -1,0 +1,118 @@
+"""Directed schedules: a TLC path to a model transition (harness/model/traps.py) as
+link impairments (issue 26 part 2).
+
+The model counts packets in datagrams from an initial window of 3; a real sender
+starts with about 10 and has sent a handshake first. The mapping, step by step:
+
+- model packet pn → the QUIC flow's server→client datagram FIRST_DATA + pn·stride,
+  stride 2 to 4 (about 10/3: a model datagram stands for a few real ones);
+- OnPacketsLost(pn) → that datagram dropped;
+- OnEcnCe(pn) → that datagram marked CE (a sender that does not use ECN ignores it);
+- a run of k OnPtoExpired steps → the data direction dark from when the last packet
+  before them was sent, for k PTO periods backed off (1, 3, 7, … periods) plus half
+  a period, so exactly k expire before it ends;
+- OnPersistentCongestion → the data direction dark from when the first packet lost
+  since the window last grew was sent, for PERSISTENT_PTOS periods (RFC 9002 §7.6.1:
+  the lost packets must span three PTO periods; eight leave room for the estimate's
+  error); the model has no time, so its path shows only the losses;
+- blackholes that overlap merge into one;
+- every other action (sends, acknowledgements, window moves, probe losses, the end
+  of slow start) is the sender's own doing: no link action;
+- SetAppLimited has no mapping yet (it needs a request pattern with think time and
+  an app-limited observation the traces do not have): paths through it are left out.
+
+When a datagram is sent is estimated from slow start on the base link (the first
+data a round trip and a half after the link starts, the window doubling each round
+trip); a PTO period as 1.25·RTT + max_ack_delay (25 ms), RFC 9002 §6.2.1 with the
+variance of a steady transfer (aioquic on a 40 ms link: 65 ms measured, 75 estimated). Estimates, not promises: what a path reaches is
+measured by trace validation (BENCHMARKS.md, "Directed generation").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from hypothesis import strategies as st
+
+from harness.schedule.strategies import QUIC, BaseLink, base_links, replayable, seeds
+from harness.schedule.types import Action, Phase, Schedule
+
+FIRST_DATA = 20
+INITIAL_WINDOW = 10
+MAX_ACK_DELAY_MS = 25
+PERSISTENT_PTOS = 8
+#: Actions with no mapping: paths through them are not turned into schedules.
+UNMAPPED = frozenset({"SetAppLimited"})
+
+
+def pto_ms(base: BaseLink) -> float:
+    return 1.25 * base.rtt_us / 1000 + MAX_ACK_DELAY_MS
+
+
+def sent_at_ms(base: BaseLink, index: int) -> float:
+    """When slow start on `base` sends the `index`-th server datagram (an estimate)."""
+    rounds = math.log2(max(index, 1) / INITIAL_WINDOW + 1)
+    return base.rtt_us / 1000 * (1.5 + rounds)
+
+
+def to_schedule(path, base: BaseLink, seed: int, stride: int = 3) -> Schedule:
+    """The schedule a path of traps.Step maps to (module docstring)."""
+    if any(s.action in UNMAPPED for s in path):
+        raise ValueError(f"a path through {sorted(UNMAPPED & {s.action for s in path})} has no mapping to a schedule")
+
+    def at(pn: int) -> float:
+        return sent_at_ms(base, FIRST_DATA + max(pn, 0) * stride)
+
+    actions, dark = [], []  # dark: (start ms, end ms)
+    largest_sent, lost, i = -1, [], 0
+    while i < len(path):
+        s = path[i]
+        if s.action == "OnPacketSent":
+            largest_sent = s.pn
+        elif s.action == "OnPacketsLost":
+            actions.append(Action("s2c", FIRST_DATA + s.pn * stride, "drop", flow=QUIC))
+            lost.append(s.pn)
+        elif s.action == "OnEcnCe":
+            actions.append(Action("s2c", FIRST_DATA + max(s.pn, 0) * stride, "ce", flow=QUIC))
+        elif s.action == "OnPersistentCongestion":
+            # Losses spanning the persistent-congestion duration: dark from the first of them.
+            dark.append((at(min(lost, default=largest_sent)), PERSISTENT_PTOS))
+            lost = []
+        elif s.action == "OnPtoExpired":
+            k = 0
+            while i < len(path) and path[i].action in ("OnPtoExpired", "OnProbeLoss"):
+                k += path[i].action == "OnPtoExpired"
+                i += 1
+            dark.append((at(largest_sent), 2 ** k - 1 + 0.5))  # k expiries, not k + 1
+            continue
+        elif s.action in ("GrowWindow", "ReduceWindow"):
+            lost = [] if s.action == "GrowWindow" else lost
+        i += 1
+    phases, end = [], -1.0
+    for start, periods in sorted(dark):
+        start, stop = max(start, end + 1), max(start, end + 1) + periods * pto_ms(base)
+        if phases and start <= end + 1:  # overlapping or adjacent: one longer blackhole
+            phases.pop()
+            start = phases.pop().start_us / 1000
+        phases += [Phase(int(start * 1000), base.settings(), replace(base.settings(), blackhole=True)),
+                   Phase(int(stop * 1000), base.settings(), base.settings())]
+        end = stop
+    unique = {(a.index, a.action): a for a in actions}
+    return base.schedule(seed, actions=sorted(unique.values(), key=lambda a: a.index), phases=phases)
+
+
+@replayable
+def directed(paths: dict, pending=lambda: None) -> st.SearchStrategy[Schedule]:
+    """Schedules from the trap paths (transition → steps). `pending()` names the
+    transitions still to reach (this session's target has not yet), drawn from first;
+    None or empty: all of them."""
+    usable = {t: p for t, p in sorted(paths.items()) if not any(s.action in UNMAPPED for s in p)}
+
+    @st.composite
+    def build(draw) -> Schedule:
+        wanted = [t for t in usable if t in (pending() or ())] or list(usable)
+        t = draw(st.sampled_from(wanted))
+        return to_schedule(usable[t], draw(base_links), draw(seeds), draw(st.integers(min_value=2, max_value=4)))
+
+    return build()

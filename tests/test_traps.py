@@ -1,0 +1,81 @@
+"""Directed generation (issue 26 part 2): TLC's paths to model transitions (trap
+properties, spec/MCTrap.tla) and their mapping to schedules; one path run on
+aioquic in virtual time reaches its transition, replayed with `longlook replay`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.model import coverage, traps
+from harness.schedule.directed import FIRST_DATA, PERSISTENT_PTOS, pto_ms, to_schedule
+from harness.schedule.strategies import BaseLink
+
+TLP_TO_RTO = ("TailLossProbe", "OnPtoExpired", "RetransmissionTimeout")
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_the_cached_paths_are_those_of_this_model():
+    """spec/traps.json must follow the model: `longlook traps --refresh` after a change."""
+    paths = traps.load()  # raises StaleTraps when the model files changed
+    observable = {t for t in coverage.model_transitions() if coverage.observable(t)}
+    assert observable <= set(paths), sorted(observable - set(paths))[:5]
+    for t, steps in paths.items():
+        assert steps[0].before == "Init" and (steps[-1].before, steps[-1].action, steps[-1].after) == t
+        assert all(a.after == b.before for a, b in zip(steps, steps[1:])), t  # one chain of states
+        if t in observable:  # only actions a schedule can bring about on the way
+            assert not {s.action for s in steps[:-1]} & set(coverage.UNOBSERVABLE_ACTIONS), (t, steps)
+
+
+def test_tlc_finds_a_shortest_path_to_a_transition():
+    steps = traps.path_to(TLP_TO_RTO)
+    assert [s.action for s in steps] == ["OnPacketSent", "OnPtoExpired", "OnPtoExpired"]
+    assert steps == traps.load()[TLP_TO_RTO]
+
+
+def test_a_stale_cache_is_refused_with_the_fix(tmp_path):
+    data = json.loads(traps.CACHE.read_text())
+    data["model_version"] = "0" * 16
+    (tmp_path / "traps.json").write_text(json.dumps(data))
+    with pytest.raises(traps.StaleTraps, match="longlook traps --refresh"):
+        traps.load(tmp_path / "traps.json")
+
+
+def test_paths_map_to_link_actions():
+    base = BaseLink()
+    two_ptos = to_schedule(traps.load()[TLP_TO_RTO], base, seed=1)
+    dark = [p for p in two_ptos.phases if p.s2c.blackhole]
+    assert len(dark) == 1 and not two_ptos.actions
+    (start, end) = (dark[0].start_us, two_ptos.phases[two_ptos.phases.index(dark[0]) + 1].start_us)
+    assert end - start == int(3.5 * pto_ms(base) * 1000)  # two expiries, not three
+    lost = ("SlowStart", "OnPacketsLost", "Recovery")
+    drops = to_schedule(traps.load()[lost], base, seed=1, stride=2).actions
+    assert drops and all(a.action == "drop" and a.index >= FIRST_DATA and (a.index - FIRST_DATA) % 2 == 0
+                         for a in drops)
+    pc = ("Recovery", "OnPersistentCongestion", "SlowStart")
+    s = to_schedule(traps.load()[pc], base, seed=1)
+    on = [p for p in s.phases if p.s2c.blackhole][0]
+    assert s.phases[s.phases.index(on) + 1].start_us - on.start_us >= PERSISTENT_PTOS * pto_ms(base) * 1000
+
+
+@pytest.mark.slow
+def test_the_tlp_to_rto_path_reaches_that_transition_on_aioquic(tmp_path):
+    """The issue's check: a trap path as a schedule, run on a real stack (aioquic, in
+    virtual time) through `longlook replay`, takes the transition the path ends in."""
+    schedule = to_schedule(traps.load()[TLP_TO_RTO], BaseLink(), seed=0)
+    example = {"nodeid": "properties/test_model_conformance.py::test_run_is_a_behaviour_of_the_model"
+                         "[aioquic-newreno]",
+               "stack": "aioquic", "cc": "newreno", "schedule": schedule.to_json(),
+               "plan": {"sizes": [400000], "testcase": "multiplexing", "think_ms": 0, "seed": 0, "tcp_flows": 0,
+                        "tcp_cc": "cubic", "quic_flows": 1},
+               "timeout_s": 60.0, "mode": "virtual", "run": {"backend": "local"}}
+    (tmp_path / "example.json").write_text(json.dumps(example))
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "replay", str(tmp_path), "--mode", "virtual"],
+                       cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    reached = coverage.load([tmp_path / "replay" / "model-coverage"])["aioquic-newreno"].reached
+    assert reached[TLP_TO_RTO] >= 1, sorted(reached)
