@@ -16,6 +16,7 @@ ones the current target has not reached yet, which directed generation draws fro
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
@@ -45,7 +46,8 @@ def model_transitions() -> frozenset[Transition]:
     result = tlc.run(SPEC_DIR, "MCTransitions")
     if not result.ok:
         raise tlc.TlcError(f"MCTransitions failed: {result.error}")
-    return frozenset(tuple(tlavalue.parse(v)[1:]) for v in result.printed if v.startswith('<<"edge"'))
+    return frozenset(tuple(tlavalue.parse(v)[1:]) for v in result.printed
+                     if re.match(r'<<\s*"edge"', v))  # TLC pads long tuples: << "edge", …
 
 
 def observable(t: Transition) -> bool:

@@ -23,6 +23,7 @@ prefix: every record it has must match, and the verdict says it was a prefix.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 import time
@@ -167,7 +168,7 @@ def _workdir(log: TraceLog, into: Path, stuck_at: int = 0, start: int = 1, resum
 def _steps(printed: list[str]) -> list[Step]:
     seen, steps = set(), []
     for line in printed:
-        if not line.startswith('<<"step"'):
+        if not re.match(r'<<\s*"step"', line):  # TLC pads long tuples: << "step", …
             continue
         _, n, state, action, after = tlavalue.parse(line)
         if (n, action) not in seen:
@@ -234,11 +235,11 @@ def _diagnose(log: TraceLog, trace: Trace, cursor: int, work: Path, finder: tlc.
     _workdir(log, work, cursor, start, resume)
     result = tlc.run(work, "TraceCongestionControl", tlc=finder, quick=True)
     for line in result.printed:
-        if line.startswith('<<"state"'):
+        if re.match(r'<<\s*"state"', line):
             _, mismatch.state, mismatch.variables = tlavalue.parse(line)
-        elif line.startswith('<<"enabled"'):
+        elif re.match(r'<<\s*"enabled"', line):
             mismatch.enabled = [k for k, on in tlavalue.parse(line)[1].items() if on]
-        elif line.startswith('<<"bounds"'):
+        elif re.match(r'<<\s*"bounds"', line):
             mismatch.bounds = tlavalue.parse(line)[1]
     return mismatch
 
