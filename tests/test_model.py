@@ -157,6 +157,20 @@ def test_model_transitions_cover_the_trace(finder, tmp_path):
     assert f"of {observable} observable model transitions" in text
     assert "forestgreen" in (tmp_path / "diagrams" / "aioquic-newreno.dot").read_text()
     assert coverage.novelty("t", set(reached)) == len(reached) and coverage.novelty("t", set(reached)) == 0
+    # Directed generation draws from what the current target has not reached.
+    assert coverage.pending() == {t for t in model if coverage.observable(t)} - set(reached)
+    # Every transition that is not observable says why, in the report too.
+    for t in model:
+        assert (coverage.why_unobservable(t) is None) == coverage.observable(t), t
+    assert all(f"- {part}: " in text for part in coverage.UNOBSERVABLE)
+
+
+def test_padded_tla_tuples_are_read_as_steps():
+    """TLC pads a long tuple (<< "step", …>>): such steps were once dropped from coverage."""
+    steps = validate._steps(['<<"step", 3, "SlowStart", "OnPacketSent", "SlowStart">>',
+                             '<< "step", 4, "RetransmissionTimeout", "OnPtoExpired", "RetransmissionTimeout" >>'])
+    assert [s.line for s in steps] == [3, 4]
+    assert ("RetransmissionTimeout", "OnPtoExpired", "RetransmissionTimeout") in coverage.model_transitions()
 
 
 def test_longlook_coverage_without_records_says_how_to_get_them(tmp_path, capsys):
