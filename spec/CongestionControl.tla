@@ -218,7 +218,9 @@ OnEcnCe ==
                    credit, carry, lost_since_update, pto_count, app_limited>>
 
 \* §6.2.1: each expiry doubles the PTO period; the window does not change (§7.5).
+\* The timer runs from the last ack-eliciting packet sent: none before the first.
 OnPtoExpired ==
+    /\ largest_sent # NoPn
     /\ pto_count' = pto_count + 1
     /\ UNCHANGED <<congestion_window, ssthresh, bytes_in_flight, inflight, largest_sent, largest_acked,
                    recovery_start, in_recovery, credit, carry, reduction_due, lost_since_update, app_limited,
@@ -270,7 +272,9 @@ OnPersistentCongestion ==
     /\ UNCHANGED <<bytes_in_flight, inflight, largest_sent, largest_acked, pto_count, app_limited>>
 
 \* RFC 9406 (HyStart++): slow start may end without a loss; ssthresh takes the window.
+\* It decides on round trips, so not before the first packet (B.3: ssthresh starts infinite).
 OnSlowStartExit(new_ssthresh) ==
+    /\ largest_sent # NoPn
     /\ ssthresh = Infinity /\ ~in_recovery
     /\ ssthresh' = new_ssthresh
     /\ UNCHANGED <<congestion_window, bytes_in_flight, inflight, largest_sent, largest_acked,
