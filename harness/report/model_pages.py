@@ -52,8 +52,9 @@ def write_model_pages(out: Path, coverage_dir: Path | None, notes: list[str]) ->
         f"<li>{link(stack_href(n), n)}: {sum(1 for t in observable if stacks[n].reached.get(t))} of "
         f"{len(observable)} observable transitions, {stacks[n].runs} validated runs</li>" for n in names)
     unobservable = len(model) - len(observable)
+    reasons = "".join(f"<li>{esc(part)}: {esc(why)}</li>" for part, why in mc.UNOBSERVABLE.items())
     body = (f"<p>{len(model)} transitions in the bounded model; {unobservable} involve a state or action no trace "
-            f"shows (ApplicationLimited, CongestionAvoidanceMaxed, OnEcnCe, SetAppLimited) and are left out.</p>"
+            f"shows, and are left out:</p><ul>{reasons}</ul>"
             f"<ul>{summary}</ul>" + table(rows, raw=True))
     (out / "model.html").write_text(page("model coverage", body))
     (out / "stacks").mkdir(exist_ok=True)
