@@ -26,7 +26,8 @@
 (*   - growth in congestion avoidance is at most one datagram per window   *)
 (*     of acknowledged bytes for NewReno (§7.3.3), at most half the        *)
 (*     acknowledged bytes for CUBIC (its target is at most 1.5·cwnd per    *)
-(*     round trip, RFC 9438 §4.2), plus Tolerance.                         *)
+(*     round trip, RFC 9438 §4.2), plus Tolerance; CUBIC's may also dip by  *)
+(*     less than Tolerance when it switches to W_est (RFC 9438 §4.3).      *)
 (* Stacks apply and log a window change at their own moment (after a whole *)
 (* ACK frame, or at the next ACK), so an event's bookkeeping and the       *)
 (* window change it licenses are separate steps: an acknowledgement adds   *)
@@ -116,6 +117,13 @@ GrowthBound ==                                       \* largest allowed new wind
         IF congestion_window < ssthresh THEN congestion_window + credit                      \* §7.3.1
         ELSE IF Algorithm = "cubic" THEN congestion_window + credit \div 2                   \* RFC 9438 §4.2
         ELSE congestion_window + (MaxDatagramSize * credit) \div congestion_window)          \* §7.3.3
+\* Growth never lowers the window, but for one case: RFC 9438 §4.3 sets CUBIC's
+\* window to W_est in the Reno-friendly region, and §4.4 grows it in the concave
+\* region toward W_cubic(t + RTT), which may pass W_est; the switch then lowers the
+\* window by less than a datagram with no congestion event (aioquic: 7125 → 6990 B).
+GrowthLow ==
+    IF Algorithm = "cubic" /\ congestion_window >= ssthresh
+    THEN Max(kMinimumWindow, congestion_window - Tolerance) ELSE congestion_window
 ReductionTarget(w) == Max(kMinimumWindow, (w * BetaNum) \div BetaDen)
 ReductionLow ==
     Max(kMinimumWindow,
@@ -233,7 +241,7 @@ OnPtoExpired ==
 GrowWindow ==
     /\ ~app_limited
     /\ credit > 0
-    /\ congestion_window' \in congestion_window .. GrowthBound
+    /\ congestion_window' \in GrowthLow .. GrowthBound
     \* In slow start the window grows by the bytes acknowledged (§7.3.1), logged in as
     \* many steps as the stack likes (quinn logs one per ACK frame of a datagram batch
     \* whose frames the capture shows apart): what a step did not use stays owed.
