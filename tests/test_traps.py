@@ -79,3 +79,18 @@ def test_the_tlp_to_rto_path_reaches_that_transition_on_aioquic(tmp_path):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     reached = coverage.load([tmp_path / "replay" / "model-coverage"])["aioquic-newreno"].reached
     assert reached[TLP_TO_RTO] >= 1, sorted(reached)
+
+
+def test_overlapping_blackholes_merge_into_one():
+    """A path with PTOs and then persistent congestion before any acknowledgement
+    asks for two blackholes over the same time: the schedule has one, the longer."""
+    steps = [traps.Step("Init", "OnPacketSent", "SlowStart", 0), traps.Step("SlowStart", "OnPacketSent", "SlowStart", 1),
+             traps.Step("SlowStart", "OnPtoExpired", "TailLossProbe", -1),
+             traps.Step("TailLossProbe", "OnPacketsAcked", "SlowStart", 1),
+             traps.Step("SlowStart", "OnPacketsLost", "Recovery", 0),
+             traps.Step("Recovery", "OnPersistentCongestion", "SlowStart", -1)]
+    s = to_schedule(steps, BaseLink(), seed=0)
+    dark = [p for p in s.phases if p.s2c.blackhole]
+    assert len(dark) == 1 and len(s.phases) == 3
+    assert all(a.start_us < b.start_us for a, b in zip(s.phases, s.phases[1:]))
+    assert s.phases[2].start_us - dark[0].start_us >= PERSISTENT_PTOS * pto_ms(BaseLink()) * 1000

@@ -64,7 +64,7 @@ def to_schedule(path, base: BaseLink, seed: int, stride: int = 3) -> Schedule:
     def at(pn: int) -> float:
         return sent_at_ms(base, FIRST_DATA + max(pn, 0) * stride)
 
-    actions, dark = [], []  # dark: (start ms, end ms)
+    actions, dark = [], []  # dark: (start ms, PTO periods)
     largest_sent, lost, i = -1, [], 0
     while i < len(path):
         s = path[i]
@@ -79,6 +79,8 @@ def to_schedule(path, base: BaseLink, seed: int, stride: int = 3) -> Schedule:
             # Losses spanning the persistent-congestion duration: dark from the first of them.
             dark.append((at(min(lost, default=largest_sent)), PERSISTENT_PTOS))
             lost = []
+        elif s.action == "GrowWindow":
+            lost = []  # "since the window last grew"
         elif s.action == "OnPtoExpired":
             k = 0
             while i < len(path) and path[i].action in ("OnPtoExpired", "OnProbeLoss"):
@@ -86,17 +88,16 @@ def to_schedule(path, base: BaseLink, seed: int, stride: int = 3) -> Schedule:
                 i += 1
             dark.append((at(largest_sent), 2 ** k - 1 + 0.5))  # k expiries, not k + 1
             continue
-        elif s.action in ("GrowWindow", "ReduceWindow"):
-            lost = [] if s.action == "GrowWindow" else lost
         i += 1
-    phases, end = [], -1.0
+    phases, end = [], None
     for start, periods in sorted(dark):
-        start, stop = max(start, end + 1), max(start, end + 1) + periods * pto_ms(base)
-        if phases and start <= end + 1:  # overlapping or adjacent: one longer blackhole
+        stop = start + periods * pto_ms(base)
+        if end is not None and start <= end:  # overlaps the last blackhole: one longer one
             phases.pop()
-            start = phases.pop().start_us / 1000
-        phases += [Phase(int(start * 1000), base.settings(), replace(base.settings(), blackhole=True)),
-                   Phase(int(stop * 1000), base.settings(), base.settings())]
+            stop = max(stop, end)
+        else:
+            phases.append(Phase(int(start * 1000), base.settings(), replace(base.settings(), blackhole=True)))
+        phases.append(Phase(int(stop * 1000), base.settings(), base.settings()))
         end = stop
     unique = {(a.index, a.action): a for a in actions}
     return base.schedule(seed, actions=sorted(unique.values(), key=lambda a: a.index), phases=phases)
@@ -108,7 +109,6 @@ def directed(paths: dict, pending=lambda: None) -> st.SearchStrategy[Schedule]:
     transitions still to reach (this session's target has not yet), drawn from first;
     None or empty: all of them."""
     usable = {t: p for t, p in sorted(paths.items()) if not any(s.action in UNMAPPED for s in p)}
-
     order = list(usable)
 
     @st.composite
