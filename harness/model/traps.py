@@ -67,7 +67,10 @@ def _config(t: Transition) -> str:
     bounds = []
     for ln in (SPEC_DIR / "MCTransitions.cfg").read_text().splitlines():
         m = re.match(r"CONSTANT MaxPto = (\d+)", ln)
-        bounds += [f"CONSTANT MaxPto = {int(m.group(1)) + EXTRA_PTO}"] if m else [ln] if ln.startswith("CONSTANT") else []
+        if m:
+            bounds.append(f"CONSTANT MaxPto = {int(m.group(1)) + EXTRA_PTO}")
+        elif ln.startswith("CONSTANT"):
+            bounds.append(ln)
     avoid = "{}" if not observable(t) else "{" + ", ".join(f'"{a}"' for a in UNOBSERVABLE_ACTIONS) + "}"
     return "\n".join([*bounds, f'CONSTANT TrapFrom = "{t[0]}"', f'CONSTANT TrapAction = "{t[1]}"',
                       f'CONSTANT TrapTo = "{t[2]}"', f"CONSTANT TrapAvoid = {avoid}", "INIT TrapInit", "NEXT TrapNext", "INVARIANT NotReached", ""])
