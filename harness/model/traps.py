@@ -49,9 +49,12 @@ class Step:
 
 
 def model_version() -> str:
+    """A hash of the model files and of the trap configuration written for them (its
+    bounds and avoided actions), so a change to either makes the cache stale."""
     h = hashlib.sha256()
     for name in MODEL_FILES:
         h.update(name.encode() + b"\0" + (SPEC_DIR / name).read_bytes())
+    h.update(_config(("From", "Action", "To")).encode() + _config(("From", "OnEcnCe", "To")).encode())
     return h.hexdigest()[:16]
 
 
