@@ -274,8 +274,9 @@ def test_probe_bursts_are_at_most_two_datagrams(longlook, target, schedule):
         quiet_from, quiet_to = _quiet_period(obs, schedule)
         # Every ack-eliciting send of the run, so that a burst's silence before it
         # counts the sends before the dark too; those of the quiet period are judged.
-        eliciting = [d.t_us for d in view.datagrams if d.entered and d.direction == "s2c"
-                     and any(p.ack_eliciting for p in d.packets)]
+        eliciting_datagrams = [d for d in view.datagrams if d.entered and d.direction == "s2c"
+                               and any(p.ack_eliciting for p in d.packets)]
+        eliciting = [d.t_us for d in eliciting_datagrams]
         silence = PROBE_SILENCE_RTT * min(_min_rtt_us(obs.sender, schedule), rtt_us)
         news = analysis.new_ack_arrivals(view)
         starts = [a for a, _ in _timer_driven(eliciting, news, silence)]
@@ -290,9 +291,13 @@ def test_probe_bursts_are_at_most_two_datagrams(longlook, target, schedule):
         if not bursts:
             outcomes.not_exercised("no probe burst during the blackhole")
         worst = max(range(len(bursts)), key=lambda i: counts[i])
+        first = bisect.bisect_left(eliciting, bursts[worst][0])
+        # The burst's UDP payload bytes: the count is what §6.2.4 bounds, the bytes tell
+        # an implementer whether the datagrams were full-sized or one datagram's worth split.
+        size = sum(d.udp_size for d in eliciting_datagrams[first:first + counts[worst]])
         check(counts[worst] <= MAX_PROBE_DATAGRAMS, "probe-burst-too-long", lambda: (
             f"{target.id}: a PTO probe burst at +{(bursts[worst][0] - quiet_from) / 1e3:.0f} ms after the last "
-            f"news held {counts[worst]} datagrams with ack-eliciting packets over "
+            f"news held {counts[worst]} datagrams with ack-eliciting packets ({size} B of UDP payload) over "
             f"{(bursts[worst][1] - bursts[worst][0]) / 1e3:.1f} ms (bursts: {counts[:12]}); §6.2.4 allows "
             f"{MAX_PROBE_DATAGRAMS}"
-        ), datagrams=counts[worst])
+        ), datagrams=counts[worst], bytes=size)
