@@ -268,11 +268,13 @@ ReduceWindow ==
 
 \* §7.6.2 (B.8): after losses spanning the persistent congestion duration, the window
 \* collapses to kMinimumWindow and the recovery period is forgotten. A due reduction
-\* still sets ssthresh, as B.8 calls OnCongestionEvent first.
+\* still sets ssthresh, as B.8 calls OnCongestionEvent first, to what ReduceWindow
+\* would have set: for CUBIC that includes RFC 9438 §4.6's beta times the flight
+\* (quinn logs 0.7 x the bytes in flight when the losses were declared).
 OnPersistentCongestion ==
     /\ lost_since_update
     /\ congestion_window' \in kMinimumWindow .. Min(congestion_window, CollapseHigh)
-    /\ ssthresh' = IF reduction_due THEN ReductionTarget(congestion_window) ELSE ssthresh
+    /\ ssthresh' \in IF reduction_due THEN ReductionLow .. ReductionHigh ELSE {ssthresh}
     /\ recovery_start' = NoPn /\ in_recovery' = FALSE
     /\ reduction_due' = FALSE /\ credit' = 0 /\ carry' = 0 /\ lost_since_update' = FALSE
     /\ cause' = "persistent"
