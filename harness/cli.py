@@ -100,6 +100,9 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--baseline", nargs="+", type=Path, metavar="OLD_RESULTS",
                     help="earlier results to compare with: changed cells are marked, changes.html lists them, and "
                          "the exit status is 1 when a cell regressed (passed or expected → failed)")
+    from harness.reproduce.cli import add_parser
+
+    add_parser(sub)
     return p
 
 
@@ -376,17 +379,32 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 1 if any(c.kind == "regression" for c in changes.values()) else 0
 
 
+def cmd_reproduce(a: argparse.Namespace) -> int:
+    from harness.reproduce.cli import run
+
+    from harness.report import reproduction
+
+    with _progress(f"reproduce {a.experiment or ''}".strip()) as progress:
+        done = run(a, progress)
+    if done is None:
+        return 0
+    print(reproduction.write(*done, a.out))
+    return 0 if all(r.get("ok") for r in done[1]) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
     from harness.testbed.link import LinkError, ScheduleError
     from harness.testbed.netns import NetnsError
     from harness.model.tlc import TlcError
+    from harness.reproduce.experiments import ExperimentError
     from harness.testbed.topology import TestbedError
 
     try:
         return {"transfer": cmd_transfer, "impls": cmd_impls, "replay": cmd_replay,
-                "coverage": cmd_coverage, "traps": cmd_traps, "report": cmd_report}[a.command](a)
-    except (StackError, units.UnitError, TestbedError, ScheduleError, LinkError, NetnsError, TlcError) as e:
+                "coverage": cmd_coverage, "traps": cmd_traps, "report": cmd_report,
+                "reproduce": cmd_reproduce}[a.command](a)
+    except (StackError, units.UnitError, ExperimentError, TestbedError, ScheduleError, LinkError, NetnsError, TlcError) as e:
         print(f"longlook: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,0 +1,123 @@
+"""The seed studies' experiments as data: their conditions and their published figures.
+
+Each experiment is a sweep of one link parameter (loss, RTT, rate) around fixed
+conditions, with the figures its authors published for each point
+(../shared/reference/seed-results.md holds them with their sources). The figures are
+facts carried over as numbers; `tests/test_reproduce.py` holds each condition against
+the stated conditions of its study.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MBIT = 1_000_000
+MB = 1_000_000
+
+
+@dataclass(frozen=True)
+class Point:
+    """One condition of a sweep and, where published, its figures."""
+
+    #: The swept value, in the unit of the experiment's `axis` (%, ms or Mbit/s).
+    x: float
+    rate_bps: int
+    rtt_us: int
+    loss: float
+    #: Published (seconds, Mbit/s) per protocol of the study: "QUIC", "HTTP" (TCP).
+    published: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    title: str
+    source: str
+    #: What the sweep varies, as the study's table heads it.
+    axis: str
+    size_bytes: int
+    points: tuple[Point, ...]
+    #: Runs per point by default (the study's own count where it gives one).
+    runs: int
+    #: The swept values `--quick` keeps (one run each).
+    quick: tuple[float, ...]
+    #: The drop-tail queue, bytes; None: one BDP (at least 10 full-size packets).
+    queue_bytes: int | None = None
+    notes: str = ""
+
+    def point(self, x: float) -> Point:
+        return next(p for p in self.points if p.x == x)
+
+
+def _connectify(name: str, title: str, axis: str, rows, make, quick) -> Experiment:
+    points = tuple(Point(x, *make(x), published={"QUIC": (qt, qm), "HTTP": (ht, hm)})
+                   for x, qt, qm, ht, hm in rows)
+    return Experiment(
+        name=name, title=title,
+        source="Connectify blog, \"Taking Google's QUIC for a test drive\" (2013): a 10 MB file "
+               "through an OpenWrt router emulating the WAN",
+        axis=axis, size_bytes=10 * MB, points=points, runs=3, quick=quick,
+        notes="the 2013 QUIC was Chromium's gQUIC with 1 ms pacing (capped near 9 Mbit/s); "
+              "HTTP was HTTPS over kernel TCP, as our baseline `tcp` is (TLS 1.3 over kernel TCP)")
+
+
+#: Connectify's loss sweep: RTT 160 ms, 5 Mbit/s each way. (loss %, QUIC s, QUIC Mbit/s, HTTP s, HTTP Mbit/s)
+CONNECTIFY_LOSS = _connectify(
+    "connectify-loss", "time and goodput of a 10 MB download against random loss", "loss %",
+    [(0, 18.59, 4.303, 18.288, 4.374), (0.1, 25.157, 3.180, 18.282, 4.375),
+     (0.5, 40.305, 1.984, 69.794, 1.146), (1, 72.257, 1.107, 113.974, 0.701),
+     (3, 131.707, 0.607, 218.725, 0.365), (5, 186.784, 0.428, 290.036, 0.275)],
+    lambda x: (5 * MBIT, 160_000, x / 100), quick=(0, 1))
+
+#: RTT sweep: 10 Mbit/s, no loss.
+CONNECTIFY_RTT = _connectify(
+    "connectify-rtt", "time and goodput of a 10 MB download against round-trip time", "RTT ms",
+    [(80, 11.476, 6.971, 9.15, 8.743), (160, 11.907, 6.718, 9.763, 8.194),
+     (320, 15.41, 5.191, 11.314, 7.070), (480, 22.974, 3.482, 13.389, 5.975),
+     (640, 36.167, 2.211, 16.515, 4.844), (800, 43.206, 1.851, 19.397, 4.124)],
+    lambda x: (10 * MBIT, int(x * 1000), 0.0), quick=(80, 480))
+
+#: Bandwidth sweep: RTT 20 ms, no loss.
+CONNECTIFY_RATE = _connectify(
+    "connectify-rate", "time and goodput of a 10 MB download against the bottleneck rate", "Mbit/s",
+    [(2, 44.751, 1.787, 45.329, 1.764), (5, 18.075, 4.426, 17.597, 4.546),
+     (10, 10.793, 7.412, 8.831, 9.058), (20, 9.423, 8.489, 4.477, 17.869),
+     (30, 9.341, 8.564, 3.025, 26.446), (50, 9.232, 8.665, 1.881, 42.530),
+     (70, 9.248, 8.650, 1.459, 54.832)],
+    lambda x: (int(x * MBIT), 20_000, 0.0), quick=(10, 50))
+
+#: The QUIC Interop Runner's goodput measurement: 10 MB, 10 Mbit/s, 30 ms RTT, a
+#: 25-packet queue, 5 runs, mean ± sd. It publishes no fixed figure (its matrix is
+#: live), so the table has no published column.
+QIR_GOODPUT = Experiment(
+    name="qir-goodput", title="the Interop Runner's goodput test", axis="Mbit/s",
+    source="QUIC Interop Runner, measurement G (goodput): 10 MB, 10 Mbit/s, 30 ms RTT, 25-packet queue, 5 runs",
+    size_bytes=10 * MB, points=(Point(10, 10 * MBIT, 30_000, 0.0),), runs=5, quick=(10,),
+    queue_bytes=25 * 1500, notes="the runner reports mean ± sd over 5 runs; a cell here gives the median, [min–max, sd]")
+
+EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (CONNECTIFY_LOSS, CONNECTIFY_RTT, CONNECTIFY_RATE, QIR_GOODPUT)}
+
+#: The issue's other experiments, not runnable yet, and what each needs first.
+PLANNED = {
+    "kakhki-fairness": "competing TCP flows in one run with per-flow goodput (the fairness property has them)",
+    "kakhki-window-cap": "a window cap the stacks expose through the endpoint contract",
+    "gordo-drop": "a rate drop phase per delay (the bandwidth-drop strategy has it)",
+    "gordo-jitter": "jitter without reordering at 100 Mbit/s",
+    "zhang-1gbit": "CPU per side at 1 Gbit/s, with and without GSO/GRO",
+    "yu-multiplexing": "per-object completion times from the client's app log",
+    "qir-crosstraffic": "both flows' goodput against one TCP CUBIC flow",
+    "prudentia-fairness": "pairs of different stacks in one run",
+}
+
+
+class ExperimentError(ValueError):
+    """An unknown experiment; the message lists the known ones."""
+
+
+def get(name: str) -> Experiment:
+    if name in EXPERIMENTS:
+        return EXPERIMENTS[name]
+    if name in PLANNED:
+        raise ExperimentError(f"{name}: not runnable yet ({PLANNED[name]}); runnable: {', '.join(EXPERIMENTS)}")
+    raise ExperimentError(f"unknown experiment {name!r}; `longlook reproduce --list` lists them: "
+                          f"{', '.join(EXPERIMENTS)}")

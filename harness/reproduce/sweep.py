@@ -1,0 +1,137 @@
+"""Running an experiment's sweep: one transfer per (stack, point, run), cached.
+
+Every finished run is appended to DIR/runs.ndjson and flushed before the next
+starts, so an interrupted sweep loses at most the run under way and the next call
+with the same DIR continues where it stopped. A run is keyed by everything that
+determines it (experiment, stack, controller, point, run index, size), so changing
+the experiment's size or conditions never reuses an old figure. Failed transfers
+(a timeout at heavy loss) are results too: they are kept and shown, not retried.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.reproduce.experiments import Experiment, Point
+from harness.schedule import IidLoss, LinkSettings, Phase, Schedule, TransferPlan
+
+#: Full-size packets for the default queue of one BDP, and its floor.
+MTU = 1500
+MIN_QUEUE_PACKETS = 10
+#: Bytes a packet carries, for the loss-limited rate estimate that sizes the timeout.
+SEGMENT = 1200
+
+
+@dataclass(frozen=True)
+class Run:
+    stack: str
+    cc: str
+    point: Point
+    index: int
+
+    def key(self, e: Experiment) -> str:
+        return f"{e.name}|{self.stack}-{self.cc}|{self.point.x:g}|{self.index}|{e.size_bytes}"
+
+
+def schedule(e: Experiment, p: Point, seed: int) -> Schedule:
+    """The point's link, the same each way: rate, half the RTT of delay, iid loss,
+    a drop-tail queue of the experiment's size or one BDP."""
+    bdp = p.rate_bps * p.rtt_us // 8_000_000
+    queue = e.queue_bytes or max(bdp, MIN_QUEUE_PACKETS * MTU)
+    s = LinkSettings(rate_bps=p.rate_bps, delay_us=p.rtt_us // 2, queue_bytes=queue,
+                     loss=IidLoss(p.loss) if p.loss > 0 else None)
+    return Schedule(seed=seed, phases=(Phase(start_us=0, c2s=s, s2c=s),))
+
+
+def timeout_s(e: Experiment, p: Point) -> float:
+    """Four times the time a loss-limited sender needs (Mathis et al.: rate ≤
+    1.22·MSS/(RTT·√p)), plus a minute: long enough for a slow stack at heavy loss,
+    short enough that a stalled one does not hold the sweep for long."""
+    rate = p.rate_bps
+    if p.loss > 0:
+        rate = min(rate, 1.22 * SEGMENT * 8 / (p.rtt_us / 1e6 * math.sqrt(p.loss)))
+    return 4 * e.size_bytes * 8 / rate + 60
+
+
+def done(path: Path) -> dict[str, dict]:
+    """The runs already in `path`, by key (a torn last line from a kill is skipped)."""
+    out: dict[str, dict] = {}
+    if not path.exists():
+        return out
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and "key" in rec:
+            out[rec["key"]] = rec
+    return out
+
+
+def plan(e: Experiment, targets: list[tuple[str, str]], runs: int, xs: tuple[float, ...]) -> list[Run]:
+    return [Run(stack, cc, e.point(x), i) for stack, cc in targets for x in xs for i in range(runs)]
+
+
+def sweep(e: Experiment, todo: list[Run], out: Path, transfer: Callable[[Run, Path], dict],
+          progress: Callable[[int, int], None] = lambda done, total: None, keep: bool = False) -> list[dict]:
+    """Runs what `out`/runs.ndjson does not hold yet, appending each result as it
+    comes; returns the records of `todo` (old and new). `transfer(run, dir)` makes
+    one run's record fields (ok, mode, duration_s, goodput_bps, reason). A run's
+    artifacts are removed once its record is written, unless `keep`."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "runs.ndjson"
+    have = done(path)
+    records = []
+    with path.open("a") as f:
+        for n, run in enumerate(todo):
+            progress(n, len(todo))
+            key = run.key(e)
+            if key not in have:
+                rundir = out / "runs" / key.replace("|", "_")
+                if rundir.exists():
+                    shutil.rmtree(rundir)  # an interrupted run's leftovers: it starts afresh
+                started = time.time()
+                rec = {"key": key, "experiment": e.name, "stack": run.stack, "cc": run.cc, "x": run.point.x,
+                       "run": run.index, "size_bytes": e.size_bytes, **transfer(run, rundir),
+                       "wall_s": round(time.time() - started, 3), "date": time.strftime("%Y-%m-%d")}
+                f.write(json.dumps(rec) + "\n")
+                f.flush()
+                have[key] = rec
+                if not keep:
+                    shutil.rmtree(rundir, ignore_errors=True)
+            records.append(have[key])
+        progress(len(todo), len(todo))
+    return records
+
+
+def local_transfer(e: Experiment, mode_of: Callable[[str], str]) -> Callable[[Run, Path], dict]:
+    """The real transfer of a run: virtual time where `mode_of(stack)` says so, else
+    the testbed in force, without packet capture (the sweep reads only the result)."""
+    from harness.testbed.contract import EndpointOptions
+    from harness.testbed.docker_backend import load_for_run, open_testbed
+    from harness.testbed.topology import interrupts_as_exceptions
+
+    def one(run: Run, rundir: Path) -> dict:
+        stack = load_for_run(run.stack)
+        cc = stack.resolve_cc(run.cc)
+        opts = EndpointOptions(cc=None if cc.name == stack.default_cc else cc.name, timeout_s=timeout_s(e, run.point))
+        tp = TransferPlan(sizes=(e.size_bytes,), testcase="transfer")
+        sched = schedule(e, run.point, seed=run.index + 1)
+        mode = mode_of(run.stack)
+        if mode == "virtual":
+            from harness import virtual
+
+            result = virtual.transfer(sched, rundir, stack, tp, opts)
+        else:
+            with interrupts_as_exceptions(), open_testbed(sched, rundir, stack, pcap=False) as bed:
+                result = bed.transfer(stack, tp, opts)
+        return {"mode": mode, "ok": bool(result.ok), "duration_s": round(result.duration_s, 4),
+                "goodput_bps": round(result.goodput_bps), "reason": result.reason or ""}
+
+    return one

@@ -1,0 +1,147 @@
+"""`longlook reproduce`: the experiments' conditions against the seed studies, the
+resumable cache, the table, and bad arguments."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from harness import cli
+from harness.report import reproduction as table
+from harness.reproduce import experiments, sweep
+
+SEED_RESULTS = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "seed-results.md"
+
+
+def _seed_tables() -> dict[str, list[list[float]]]:
+    """Connectify's three tables from the reference, by the heading line above each."""
+    if not SEED_RESULTS.exists():
+        pytest.skip(f"{SEED_RESULTS} is not beside the repository (CI puts ../shared there)")
+    tables, heading = {}, None
+    for line in SEED_RESULTS.read_text().splitlines():
+        if line.startswith(("Loss sweep", "RTT sweep", "Bandwidth sweep")):
+            heading = line.split(" ")[0]
+            tables[heading] = []
+        elif heading and re.match(r"^\| [0-9.]+ \|", line):
+            tables[heading].append([float(c) for c in line.strip("| ").split(" | ")])
+        elif heading and not line.startswith("|"):
+            heading = None
+    return tables
+
+
+@pytest.mark.parametrize("name,heading", [("connectify-loss", "Loss"), ("connectify-rtt", "RTT"),
+                                          ("connectify-rate", "Bandwidth")])
+def test_connectify_points_and_figures_match_the_reference(name, heading):
+    rows = _seed_tables()[heading]
+    e = experiments.EXPERIMENTS[name]
+    assert [p.x for p in e.points] == [r[0] for r in rows]
+    for p, (x, qt, qm, ht, hm) in zip(e.points, rows):
+        assert p.published == {"QUIC": (qt, qm), "HTTP": (ht, hm)}
+    assert e.size_bytes == 10_000_000
+
+
+def test_connectify_conditions_are_the_studys():
+    loss = experiments.EXPERIMENTS["connectify-loss"]
+    assert {(p.rate_bps, p.rtt_us) for p in loss.points} == {(5_000_000, 160_000)}
+    assert [p.loss for p in loss.points] == [0, 0.001, 0.005, 0.01, 0.03, 0.05]
+    rtt = experiments.EXPERIMENTS["connectify-rtt"]
+    assert {(p.rate_bps, p.loss) for p in rtt.points} == {(10_000_000, 0.0)}
+    assert [p.rtt_us for p in rtt.points] == [80_000, 160_000, 320_000, 480_000, 640_000, 800_000]
+    rate = experiments.EXPERIMENTS["connectify-rate"]
+    assert {(p.rtt_us, p.loss) for p in rate.points} == {(20_000, 0.0)}
+    assert [p.rate_bps for p in rate.points] == [x * 1_000_000 for x in (2, 5, 10, 20, 30, 50, 70)]
+    qir = experiments.EXPERIMENTS["qir-goodput"]
+    s = sweep.schedule(qir, qir.points[0], seed=1).phases[0].s2c
+    assert (s.rate_bps, s.delay_us, s.queue_bytes, s.loss) == (10_000_000, 15_000, 25 * 1500, None)
+    for e in experiments.EXPERIMENTS.values():
+        assert set(e.quick) <= {p.x for p in e.points}
+
+
+def test_the_schedule_is_the_points_link_each_way():
+    e = experiments.EXPERIMENTS["connectify-loss"]
+    sched = sweep.schedule(e, e.point(1), seed=3)
+    ph = sched.phases[0]
+    assert ph.c2s == ph.s2c and ph.s2c.delay_us == 80_000 and ph.s2c.loss.p == 0.01
+    assert ph.s2c.queue_bytes == 100_000  # one BDP of 5 Mbit/s × 160 ms
+    # The timeout grows with loss, so a loss-limited TCP has time to finish.
+    assert sweep.timeout_s(e, e.point(5)) > 4 * sweep.timeout_s(e, e.point(0))
+
+
+def _fake(calls: list):
+    def transfer(run, rundir):
+        calls.append(run.key(experiments.EXPERIMENTS["qir-goodput"]))
+        rundir.mkdir(parents=True)
+        (rundir / "artifact").write_text("x")
+        if run.stack == "bad":
+            return {"mode": "real", "ok": False, "duration_s": 0.0, "goodput_bps": 0, "reason": "timed out"}
+        d = 8.0 + run.index
+        return {"mode": "virtual", "ok": True, "duration_s": d, "goodput_bps": 80_000_000 / d, "reason": ""}
+    return transfer
+
+
+def test_a_second_sweep_runs_nothing_and_an_interrupted_one_resumes(tmp_path):
+    e = experiments.EXPERIMENTS["qir-goodput"]
+    todo = sweep.plan(e, [("aioquic", "newreno")], 3, (10,))
+    calls: list = []
+    # Interrupted after the second run: the first two are on disk, the third is not.
+    interrupted = _fake(calls)
+
+    def stop_at_third(run, rundir):
+        if run.index == 2:
+            raise KeyboardInterrupt
+        return interrupted(run, rundir)
+
+    with pytest.raises(KeyboardInterrupt):
+        sweep.sweep(e, todo, tmp_path, stop_at_third)
+    assert len(sweep.done(tmp_path / "runs.ndjson")) == 2
+    calls.clear()
+    records = sweep.sweep(e, todo, tmp_path, _fake(calls))
+    assert [c.split("|")[3] for c in calls] == ["2"]  # only the missing run
+    assert [r["run"] for r in records] == [0, 1, 2]
+    calls.clear()
+    sweep.sweep(e, todo, tmp_path, _fake(calls))
+    assert calls == []
+    assert not any((tmp_path / "runs").iterdir())  # artifacts go once the record is written
+    # A torn last line (a kill mid-write) is skipped, not fatal.
+    with (tmp_path / "runs.ndjson").open("a") as f:
+        f.write('{"key": "qir')
+    assert len(sweep.done(tmp_path / "runs.ndjson")) == 3
+
+
+def test_the_table_puts_medians_beside_the_published_columns(tmp_path):
+    e = experiments.EXPERIMENTS["connectify-loss"]
+    todo = sweep.plan(e, [("aioquic", "newreno"), ("bad", "cubic")], 3, (0, 1))
+    records = sweep.sweep(e, todo, tmp_path, _fake([]))
+    text = table.markdown(e, records)
+    row0 = next(line for line in text.splitlines() if line.startswith("| 0 |"))
+    assert "18.59 s, 4.303" in row0 and "18.288 s, 4.374" in row0  # the 2013 QUIC and HTTP columns
+    assert "9.00 s 8.89 Mbit/s [8.00–10.00, sd 1.00] (virtual, n=3)" in row0  # median of 8, 9, 10 s
+    assert "failed ×3 (real)" in row0
+    png = table.plot(e, records, tmp_path / "p.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["reproduce", "no-such", "--out", "X"], "unknown experiment 'no-such'"),
+    (["reproduce", "kakhki-fairness", "--out", "X"], "not runnable yet"),
+    (["reproduce", "connectify-loss", "--impl", "no-such-stack", "--out", "X"], "unknown stack 'no-such-stack'"),
+    (["reproduce", "connectify-loss", "--impl", "tcp", "--mode", "virtual", "--out", "X"], "real time only"),
+    (["reproduce", "connectify-loss", "--runs", "0", "--out", "X"], "--runs 0"),
+    (["reproduce", "connectify-loss"], "--out DIR is required"),
+    (["reproduce"], "name an experiment"),
+])
+def test_bad_arguments_say_what_to_fix(argv, says, capsys, tmp_path):
+    argv = [str(tmp_path / "out") if a == "X" else a for a in argv]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_list_names_every_experiment(capsys):
+    assert cli.main(["reproduce", "--list"]) == 0
+    out = capsys.readouterr().out
+    for name in [*experiments.EXPERIMENTS, *experiments.PLANNED]:
+        assert name in out
