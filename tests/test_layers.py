@@ -33,7 +33,7 @@ FORBIDDEN = {
     # report, which renders them: nothing in the verdict's rooms reads results back.
     "harness.results": {"harness.testbed", "harness.endpoints", "harness.virtual", "harness.report"},
     # A reproduction runs transfers and keeps their figures; the report renders them.
-    "harness.reproduce": {"harness.observe", "harness.model", "harness.verdict", "harness.results", "harness.report"},
+    "harness.reproduce": {"harness.model", "harness.verdict", "harness.results", "harness.report"},
     "harness.report": {"harness.testbed", "harness.endpoints", "harness.virtual", "harness.run", "harness.verdict"},
     # The properties speak the run's record, the observation and the RFCs' constants.
     "properties": {"harness.endpoints", "harness.testbed", "harness.virtual", "harness.cli", "harness.pytest_plugin"},

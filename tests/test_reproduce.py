@@ -3,6 +3,7 @@ resumable cache, the table, and bad arguments."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -125,7 +126,8 @@ def test_the_table_puts_medians_beside_the_published_columns(tmp_path):
 
 @pytest.mark.parametrize("argv,says", [
     (["reproduce", "no-such", "--out", "X"], "unknown experiment 'no-such'"),
-    (["reproduce", "kakhki-fairness", "--out", "X"], "not runnable yet"),
+    (["reproduce", "kakhki-window-cap", "--out", "X"], "not runnable yet"),
+    (["reproduce", "kakhki-fairness", "--mode", "virtual", "--out", "X"], "real time only"),
     (["reproduce", "connectify-loss", "--impl", "no-such-stack", "--out", "X"], "unknown stack 'no-such-stack'"),
     (["reproduce", "connectify-loss", "--impl", "tcp", "--mode", "virtual", "--out", "X"], "real time only"),
     (["reproduce", "connectify-loss", "--runs", "0", "--out", "X"], "--runs 0"),
@@ -145,3 +147,41 @@ def test_list_names_every_experiment(capsys):
     out = capsys.readouterr().out
     for name in [*experiments.EXPERIMENTS, *experiments.PLANNED]:
         assert name in out
+
+
+def _line(dir_, flow, sport, dport, size, dep_us, proto="udp"):
+    return json.dumps({"dir": dir_, "idx": 0, "fidx": 0, "flow": flow, "proto": proto, "sport": sport,
+                       "dport": dport, "size": size, "arr_us": max(0.0, dep_us - 1.0), "fate": "delivered",
+                       "reason": None, "dep_us": dep_us, "qbytes": 0, "marks": []})
+
+
+def test_shares_are_each_flows_throughput_while_the_transfer_runs(tmp_path):
+    from harness.reproduce.flows import shares_mbps
+    from harness.schedule import Flow
+
+    lines = [json.dumps({"longlook_link": "test"})]
+    # QUIC: 1000 B every ms from 0 to 1 s (8 Mbit/s); two iperf3 streams, 500 and 250 B a
+    # ms; the control connection a few bytes; a TCP packet after the transfer does not count.
+    for ms in range(1001):
+        t = ms * 1000.0
+        lines.append(_line("s2c", "udp 198.19.0.1:4433>198.18.0.1:40000", 4433, 40000, 1000, t))
+        lines.append(_line("s2c", "tcp 198.19.0.1:50001>198.18.0.1:5201", 50001, 5201, 500, t, "tcp"))
+        lines.append(_line("s2c", "tcp 198.19.0.1:50002>198.18.0.1:5201", 50002, 5201, 250, t, "tcp"))
+    lines.append(_line("s2c", "tcp 198.19.0.1:50000>198.18.0.1:5201", 50000, 5201, 60, 10.0, "tcp"))
+    lines.append(_line("s2c", "tcp 198.19.0.1:50001>198.18.0.1:5201", 50001, 5201, 10**6, 2e6, "tcp"))
+    (tmp_path / "link.ndjson").write_text("\n".join(lines) + "\n")
+    got = shares_mbps(tmp_path, Flow("udp", "server", "198.19.0.1", 4433), tcp_flows=2)
+    assert got == pytest.approx([8.008, 4.004, 2.002], rel=1e-3)
+    # Asked for more flows than ran: as many figures as flows asked for, the missing zero.
+    more = shares_mbps(tmp_path, Flow("udp", "server", "198.19.0.1", 4433), tcp_flows=4)
+    assert len(more) == 5 and more[-1] == 0.0
+
+
+def test_the_share_table_puts_each_flow_beside_the_papers():
+    e = experiments.EXPERIMENTS["kakhki-fairness"]
+    recs = [{"x": 2, "stack": "quinn", "cc": "cubic", "ok": True, "mode": "real", "duration_s": 30.0,
+             "goodput_bps": 2.5e6, "flows_mbps": [2.0 + i, 1.0, 0.5]} for i in range(3)]
+    text = table.markdown(e, recs)
+    row = next(line for line in text.splitlines() if line.startswith("| 2 |"))
+    assert "2.8 (1.16) · TCP 0.7 (0.21), 0.96 (0.3)" in row
+    assert "3.00 (1.00) · TCP 1.00 (0.00), 0.50 (0.00) (real, n=3)" in row

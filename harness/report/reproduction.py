@@ -14,10 +14,18 @@ from pathlib import Path
 from harness.reproduce.experiments import Experiment
 
 
+def _mean_sd(values: list[float]) -> tuple[float, float]:
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
 def _cells(recs: list[dict]) -> dict:
     ok = [r for r in recs if r.get("ok")]
     modes = sorted({r.get("mode", "?") for r in recs})
     cell = {"runs": len(recs), "failed": len(recs) - len(ok), "mode": "/".join(modes)}
+    flows = [r["flows_mbps"] for r in ok if r.get("flows_mbps")]
+    if flows:
+        # Per flow position (the transfer, then the TCP flows largest first): mean, sd.
+        cell["flows"] = [_mean_sd([f[i] for f in flows]) for i in range(min(len(f) for f in flows))]
     if ok:
         times = [r["duration_s"] for r in ok]
         rates = [r["goodput_bps"] / 1e6 for r in ok]
@@ -34,6 +42,15 @@ def summarise(e: Experiment, records: list[dict]) -> dict[tuple[float, str], dic
     return {k: _cells(v) for k, v in groups.items()}
 
 
+def _fmt_share(cell: dict) -> str:
+    if "flows" not in cell:
+        return f"failed ×{cell['failed']} ({cell['mode']})"
+    quic, *tcp = cell["flows"]
+    failed = f", {cell['failed']} failed" if cell["failed"] else ""
+    return (f"{quic[0]:.2f} ({quic[1]:.2f}) · TCP " + ", ".join(f"{m:.2f} ({sd:.2f})" for m, sd in tcp)
+            + f" ({cell['mode']}, n={cell['runs']}{failed})")
+
+
 def _fmt(cell: dict) -> str:
     if "time" not in cell:
         return f"failed ×{cell['failed']} ({cell['mode']})"
@@ -48,15 +65,26 @@ def markdown(e: Experiment, records: list[dict]) -> str:
     cells = summarise(e, records)
     targets = sorted({t for _, t in cells})
     xs = sorted({x for x, _ in cells})
-    protos = sorted({p for pt in e.points for p in pt.published})
-    head = [e.axis] + [f"published {p} (s, Mbit/s)" for p in protos] + [f"{t} (median s, Mbit/s)" for t in targets]
+    share = e.measure == "share"
+    if share:
+        # The paper's flows in one column, as it lists them; today's transfer first, then its TCP flows.
+        head = [e.axis, "published QUIC · TCP flows, Mbit/s mean (sd)"] + [f"{t} · TCP flows" for t in targets]
+    else:
+        protos = sorted({p for pt in e.points for p in pt.published})
+        head = [e.axis] + [f"published {p} (s, Mbit/s)" for p in protos] + [f"{t} (median s, Mbit/s)" for t in targets]
     lines = [f"{e.name}: {e.title}", f"source: {e.source}", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for x in xs:
         pt = e.point(x)
-        row = [f"{x:g}"] + [f"{pt.published[p][0]:g} s, {pt.published[p][1]:g}" if p in pt.published else "–"
-                            for p in protos]
-        row += [_fmt(cells[(x, t)]) if (x, t) in cells else "–" for t in targets]
+        if share:
+            pub = pt.published
+            row = [f"{x:g}", f"{pub['QUIC'][0]:g} ({pub['QUIC'][1]:g}) · TCP "
+                   + ", ".join(f"{m:g} ({sd:g})" for k, (m, sd) in pub.items() if k != "QUIC")]
+            row += [_fmt_share(cells[(x, t)]) if (x, t) in cells else "–" for t in targets]
+        else:
+            row = [f"{x:g}"] + [f"{pt.published[p][0]:g} s, {pt.published[p][1]:g}" if p in pt.published else "–"
+                                for p in protos]
+            row += [_fmt(cells[(x, t)]) if (x, t) in cells else "–" for t in targets]
         lines.append("| " + " | ".join(row) + " |")
     if e.notes:
         lines += ["", f"note: {e.notes}"]
@@ -74,19 +102,21 @@ def plot(e: Experiment, records: list[dict], out_png: Path) -> Path:
     cells = summarise(e, records)
     fig, ax = plt.subplots(figsize=(8, 4.5))
     try:
-        for t in sorted({t for _, t in cells}):
+        if e.measure == "share":
+            _plot_share(ax, e, cells)
+        for t in ([] if e.measure == "share" else sorted({t for _, t in cells})):
             pts = sorted((x, c) for (x, tt), c in cells.items() if tt == t and "rate" in c)
             if pts:
                 xs = [x for x, _ in pts]
                 ax.errorbar(xs, [c["rate"] for _, c in pts],
                             yerr=[[c["rate"] - c["rate_min"] for _, c in pts], [c["rate_max"] - c["rate"] for _, c in pts]],
                             marker="o", capsize=3, label=f"{t} (today)")
-        for proto in sorted({p for pt in e.points for p in pt.published}):
+        for proto in ([] if e.measure == "share" else sorted({p for pt in e.points for p in pt.published})):
             pts = [(pt.x, pt.published[proto][1]) for pt in e.points if proto in pt.published]
             ax.plot([x for x, _ in pts], [y for _, y in pts], linestyle="--", marker="s", fillstyle="none",
                     label=f"{proto} (published)")
         ax.set_xlabel(e.axis)
-        ax.set_ylabel("goodput, Mbit/s")
+        ax.set_ylabel("throughput, Mbit/s" if e.measure == "share" else "goodput, Mbit/s")
         ax.set_title(f"{e.name}: {e.title}", fontsize=10)
         ax.legend(fontsize=8)
         fig.tight_layout()
@@ -103,3 +133,22 @@ def write(e: Experiment, records: list[dict], out: Path) -> str:
     (out / f"{e.name}.md").write_text(text + "\n")
     png = plot(e, records, out / f"{e.name}.png")
     return f"{text}\n\n{len(records)} runs ({out / 'runs.ndjson'}); table {out / (e.name + '.md')}, plot {png}"
+
+
+def _plot_share(ax, e: Experiment, cells: dict) -> None:
+    """Per stack: the transfer's mean throughput and the mean TCP flow's, with their
+    sd; the paper's QUIC and mean TCP flow as open markers."""
+    for t in sorted({t for _, t in cells}):
+        pts = sorted((x, c["flows"]) for (x, tt), c in cells.items() if tt == t and "flows" in c)
+        if not pts:
+            continue
+        xs = [x for x, _ in pts]
+        ax.errorbar(xs, [f[0][0] for _, f in pts], yerr=[f[0][1] for _, f in pts], marker="o", capsize=3,
+                    label=f"{t} (today)")
+        ax.errorbar(xs, [statistics.fmean(m for m, _ in f[1:]) for _, f in pts], marker="v", capsize=3,
+                    linestyle=":", label=f"TCP flow beside {t}, mean (today)")
+    xs = [pt.x for pt in e.points]
+    ax.plot(xs, [pt.published["QUIC"][0] for pt in e.points], linestyle="--", marker="s", fillstyle="none",
+            label="QUIC (published)")
+    ax.plot(xs, [statistics.fmean(m for k, (m, _) in pt.published.items() if k != "QUIC") for pt in e.points],
+            linestyle="--", marker="^", fillstyle="none", label="TCP flow, mean (published)")

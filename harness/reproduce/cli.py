@@ -18,7 +18,8 @@ def add_parser(sub) -> None:
     rp.add_argument("experiment", nargs="?", help="the experiment (see --list)")
     rp.add_argument("--list", action="store_true", help="list the experiments and their conditions")
     rp.add_argument("--impl", action="append", help=f"a stack (repeatable; default: {', '.join(DEFAULT_IMPLS)})")
-    rp.add_argument("--cc", help="the controller for every --impl (default: each stack's own)")
+    rp.add_argument("--cc", help="the controller for every --impl (default: the study's where a stack has it, "
+                                 "else each stack's own)")
     rp.add_argument("--runs", type=int, help="runs per point (default: the experiment's; --quick: 1)")
     rp.add_argument("--quick", action="store_true", help="a few points, one run each: minutes, not hours")
     rp.add_argument("--mode", choices=("auto", "real", "virtual"), default="auto",
@@ -70,7 +71,12 @@ def run(a: argparse.Namespace, progress):
     runs = a.runs if a.runs is not None else (1 if a.quick else e.runs)
     if runs < 1:
         raise UnitError(f"--runs {runs}: give at least 1")
-    mode_of = _mode_of(a.mode)
+    mode = a.mode
+    if any(p.tcp_flows for p in e.points):
+        if mode == "virtual":
+            raise UnitError(f"--mode virtual: {e.name} runs kernel TCP flows, which run in real time only")
+        mode = "real"
+    mode_of = _mode_of(mode)
     targets = []
     for name in a.impl or DEFAULT_IMPLS:
         stack = load_for_run(name)
@@ -80,7 +86,8 @@ def run(a: argparse.Namespace, progress):
             mode_of(name)
         except virtual.RealTimeOnly as err:
             raise StackError(f"--mode virtual: {err}") from None
-        targets.append((name, stack.resolve_cc(a.cc).name))
+        cc = a.cc or (e.cc if e.cc in stack.cc else None)
+        targets.append((name, stack.resolve_cc(cc).name))
     xs = e.quick if a.quick else tuple(p.x for p in e.points)
     todo = sweep.plan(e, targets, runs, xs)
     records = sweep.sweep(e, todo, a.out, sweep.local_transfer(e, mode_of), progress=progress, keep=a.keep)

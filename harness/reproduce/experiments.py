@@ -24,8 +24,12 @@ class Point:
     rate_bps: int
     rtt_us: int
     loss: float
-    #: Published (seconds, Mbit/s) per protocol of the study: "QUIC", "HTTP" (TCP).
+    #: Published figures per column of the study: (seconds, Mbit/s) per protocol for a
+    #: "transfer" experiment ("QUIC", "HTTP"); (mean, sd) Mbit/s per flow for a "share"
+    #: experiment ("QUIC", "TCP 1", "TCP 2", ...).
     published: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: Kernel TCP CUBIC flows competing with the transfer (iperf3, started first).
+    tcp_flows: int = 0
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,11 @@ class Experiment:
     #: The drop-tail queue, bytes; None: one BDP (at least 10 full-size packets).
     queue_bytes: int | None = None
     notes: str = ""
+    #: "transfer": time and goodput of the download alone; "share": each flow's
+    #: average throughput while the transfer competes with `tcp_flows` TCP flows.
+    measure: str = "transfer"
+    #: The controller the study ran, used where a stack has it and --cc says nothing.
+    cc: str | None = None
 
     def point(self, x: float) -> Point:
         return next(p for p in self.points if p.x == x)
@@ -95,11 +104,28 @@ QIR_GOODPUT = Experiment(
     size_bytes=10 * MB, points=(Point(10, 10 * MBIT, 30_000, 0.0),), runs=5, quick=(10,),
     queue_bytes=25 * 1500, notes="the runner reports mean ± sd over 5 runs; a cell here gives the median, [min–max, sd]")
 
-EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (CONNECTIFY_LOSS, CONNECTIFY_RTT, CONNECTIFY_RATE, QIR_GOODPUT)}
+#: Kakhki et al., Table 4: QUIC against 1, 2 and 4 TCP CUBIC flows; 5 Mbit/s, 36 ms RTT,
+#: a 30 KB buffer, 10 runs, each flow's average throughput, Mbit/s: (mean, sd).
+KAKHKI_FAIRNESS = Experiment(
+    name="kakhki-fairness", title="QUIC against competing TCP CUBIC flows (Table 4)", axis="TCP flows",
+    source="Kakhki et al., \"Taking a Long Look at QUIC\", IMC 2017, Table 4: 5 Mbit/s, 36 ms RTT, "
+           "30 KB buffer, average of 10 runs",
+    size_bytes=10 * MB, runs=10, quick=(1, 4), queue_bytes=30_000, measure="share", cc="cubic",
+    points=tuple(Point(n, 5 * MBIT, 36_000, 0.0, tcp_flows=n, published=pub) for n, pub in (
+        (1, {"QUIC": (2.71, 0.46), "TCP 1": (1.62, 1.27)}),
+        (2, {"QUIC": (2.8, 1.16), "TCP 1": (0.7, 0.21), "TCP 2": (0.96, 0.3)}),
+        (4, {"QUIC": (2.75, 1.2), "TCP 1": (0.45, 0.14), "TCP 2": (0.36, 0.09), "TCP 3": (0.41, 0.11),
+             "TCP 4": (0.45, 0.13)}))),
+    notes="both sides CUBIC; the 2017 QUIC (gQUIC 34/37) emulated two connections in version 34. "
+          "Today's TCP flows are iperf3 streams started 2 s before the QUIC download (10 MB here; the "
+          "paper's object size for this table is not given); each flow's throughput is taken while the "
+          "download runs. The published TCP flows are listed as the paper gives them, today's largest first")
+
+EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (CONNECTIFY_LOSS, CONNECTIFY_RTT, CONNECTIFY_RATE, QIR_GOODPUT,
+                                                          KAKHKI_FAIRNESS)}
 
 #: The issue's other experiments, not runnable yet, and what each needs first.
 PLANNED = {
-    "kakhki-fairness": "competing TCP flows in one run with per-flow goodput (the fairness property has them)",
     "kakhki-window-cap": "a window cap the stacks expose through the endpoint contract",
     "gordo-drop": "a rate drop phase per delay (the bandwidth-drop strategy has it)",
     "gordo-jitter": "jitter without reordering at 100 Mbit/s",

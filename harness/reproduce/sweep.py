@@ -121,7 +121,7 @@ def local_transfer(e: Experiment, mode_of: Callable[[str], str]) -> Callable[[Ru
         stack = load_for_run(run.stack)
         cc = stack.resolve_cc(run.cc)
         opts = EndpointOptions(cc=None if cc.name == stack.default_cc else cc.name, timeout_s=timeout_s(e, run.point))
-        tp = TransferPlan(sizes=(e.size_bytes,), testcase="transfer")
+        tp = TransferPlan(sizes=(e.size_bytes,), testcase="transfer", tcp_flows=run.point.tcp_flows)
         sched = schedule(e, run.point, seed=run.index + 1)
         mode = mode_of(run.stack)
         if mode == "virtual":
@@ -131,7 +131,12 @@ def local_transfer(e: Experiment, mode_of: Callable[[str], str]) -> Callable[[Ru
         else:
             with interrupts_as_exceptions(), open_testbed(sched, rundir, stack, pcap=False) as bed:
                 result = bed.transfer(stack, tp, opts)
-        return {"mode": mode, "ok": bool(result.ok), "duration_s": round(result.duration_s, 4),
-                "goodput_bps": round(result.goodput_bps), "reason": result.reason or ""}
+        rec = {"mode": mode, "ok": bool(result.ok), "duration_s": round(result.duration_s, 4),
+               "goodput_bps": round(result.goodput_bps), "reason": result.reason or ""}
+        if run.point.tcp_flows and result.ok:
+            from harness.reproduce.flows import shares_mbps
+
+            rec["flows_mbps"] = shares_mbps(rundir, result.transfer, run.point.tcp_flows)
+        return rec
 
     return one

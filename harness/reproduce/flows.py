@@ -1,0 +1,38 @@
+"""Per-flow throughput of a run with competing TCP flows, from the link's ground truth.
+
+Kakhki et al. report each flow's average throughput while the flows share the
+bottleneck. Here: the bytes of each flow leaving the bottleneck in the data
+direction (s2c) between the QUIC transfer's first and last departure, over that
+time. The competitors are iperf3's parallel streams, one 5-tuple each; its control
+connection carries a few hundred bytes and is left out by keeping the plan's number
+of flows with the most bytes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from harness.observe.groundtruth import read_log
+
+
+def shares_mbps(run_dir: Path, transfer, tcp_flows: int) -> list[float]:
+    """[the QUIC transfer's Mbit/s, then each competing TCP flow's, largest first]."""
+    records = [r for r in read_log(run_dir / "link.ndjson").records if r.dir == "s2c" and r.dep_us is not None]
+    # The transfer's listener (the server) sends s2c from its port.
+    ours = [r for r in records if r.proto == transfer.proto and r.sport == transfer.port]
+    if not ours:
+        raise ValueError(f"{run_dir}: no packet of the transfer ({transfer.proto} port {transfer.port}) left the link")
+    t0, t1 = min(r.dep_us for r in ours), max(r.dep_us for r in ours)
+    if t1 <= t0:
+        raise ValueError(f"{run_dir}: the transfer's packets left the link within one instant")
+    seconds = (t1 - t0) / 1e6
+    quic = sum(r.size for r in ours if t0 <= r.dep_us <= t1)
+    theirs = {r.flow for r in ours}  # the transfer may itself be TCP (the baseline stack)
+    tcp = Counter()
+    for r in records:
+        if r.proto == "tcp" and r.flow not in theirs and t0 <= r.dep_us <= t1:
+            tcp[r.flow] += r.size
+    competitors = sorted(tcp.values(), reverse=True)[:tcp_flows]
+    competitors += [0] * (tcp_flows - len(competitors))
+    return [round(b * 8 / seconds / 1e6, 4) for b in [quic, *competitors]]
