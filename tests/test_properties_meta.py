@@ -45,8 +45,16 @@ def test_mutant_fails_the_property_with_a_replay_line(aioquic_built, tmp_path):
     example_dir = Path(m.group(1))
     saved = json.loads((example_dir / "example.json").read_text())
     assert saved["cc"] == MUTANT
-    # Minimal: the clean link, no impairment at all, already breaks it.
-    assert not saved["schedule"].get("actions") and len(saved["schedule"]["phases"]) == 1
+    # Minimal: two losses in one recovery period make this mutant cut twice. The clean
+    # link's queue overflow already has them, and so do two drops; which one the shrinker
+    # reports within its time budget depends on the host's load (a loaded CI host
+    # stopped at two drops), but it is one phase with no other impairment.
+    actions = saved["schedule"].get("actions") or []
+    assert len(saved["schedule"]["phases"]) == 1, saved["schedule"]
+    assert len(actions) <= 2 and all(a["action"] == "drop" for a in actions), actions
+    phase = saved["schedule"]["phases"][0]
+    assert not any(phase[d].get(k) for d in ("c2s", "s2c") for k in ("loss", "jitter_us", "blackhole", "duplicate",
+                                                                       "corrupt", "trace")), phase
     assert (example_dir / "link.ndjson").exists() and (example_dir / "verdict.txt").exists()
     replay = subprocess.run([sys.executable, "-m", "harness.cli", "replay", str(example_dir)], cwd=REPO_ROOT,
                             capture_output=True, text=True, timeout=600, check=False)
