@@ -185,3 +185,13 @@ def test_the_share_table_puts_each_flow_beside_the_papers():
     row = next(line for line in text.splitlines() if line.startswith("| 2 |"))
     assert "2.8 (1.16) · TCP 0.7 (0.21), 0.96 (0.3)" in row
     assert "3.00 (1.00) · TCP 1.00 (0.00), 0.50 (0.00) (real, n=3)" in row
+
+
+def test_an_experiment_without_published_figures_has_an_empty_published_column(tmp_path):
+    e = experiments.EXPERIMENTS["qir-crosstraffic"]
+    assert e.points[0].tcp_flows == 1 and e.size_bytes == 25_000_000 and e.queue_bytes == 25 * 1500
+    recs = [{"x": 1, "stack": "quinn", "cc": "cubic", "ok": True, "mode": "real", "duration_s": 40.0,
+             "goodput_bps": 5e6, "flows_mbps": [5.0, 4.8]}]
+    row = next(line for line in table.markdown(e, recs).splitlines() if line.startswith("| 1 |"))
+    assert row.startswith("| 1 | – | 5.00 (0.00) · TCP 4.80 (0.00)")
+    assert table.plot(e, recs, tmp_path / "c.png").exists()

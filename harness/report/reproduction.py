@@ -79,7 +79,7 @@ def markdown(e: Experiment, records: list[dict]) -> str:
         if share:
             pub = pt.published
             row = [f"{x:g}", f"{pub['QUIC'][0]:g} ({pub['QUIC'][1]:g}) · TCP "
-                   + ", ".join(f"{m:g} ({sd:g})" for k, (m, sd) in pub.items() if k != "QUIC")]
+                   + ", ".join(f"{m:g} ({sd:g})" for k, (m, sd) in pub.items() if k != "QUIC") if pub else "–"]
             row += [_fmt_share(cells[(x, t)]) if (x, t) in cells else "–" for t in targets]
         else:
             row = [f"{x:g}"] + [f"{pt.published[p][0]:g} s, {pt.published[p][1]:g}" if p in pt.published else "–"
@@ -147,6 +147,8 @@ def _plot_share(ax, e: Experiment, cells: dict) -> None:
                     label=f"{t} (today)")
         ax.errorbar(xs, [statistics.fmean(m for m, _ in f[1:]) for _, f in pts], marker="v", capsize=3,
                     linestyle=":", label=f"TCP flow beside {t}, mean (today)")
+    if not all(pt.published for pt in e.points):
+        return
     xs = [pt.x for pt in e.points]
     ax.plot(xs, [pt.published["QUIC"][0] for pt in e.points], linestyle="--", marker="s", fillstyle="none",
             label="QUIC (published)")
