@@ -195,3 +195,17 @@ def test_an_experiment_without_published_figures_has_an_empty_published_column(t
     row = next(line for line in table.markdown(e, recs).splitlines() if line.startswith("| 1 |"))
     assert row.startswith("| 1 | – | 5.00 (0.00) · TCP 4.80 (0.00)")
     assert table.plot(e, recs, tmp_path / "c.png").exists()
+
+
+def test_gordos_drop_and_jitter_links():
+    drop = experiments.EXPERIMENTS["gordo-drop"]
+    assert [p.x for p in drop.points] == [10, 20, 40, 60, 80, 100, 120] and drop.runs == 10
+    sched = sweep.schedule(drop, drop.point(60), seed=1)
+    before, after = sched.phases
+    assert (before.s2c.rate_bps, after.s2c.rate_bps, after.start_us) == (40_000_000, 4_000_000, 1_000_000)
+    assert before.s2c.delay_us == after.s2c.delay_us == 60_000  # the study's delay is one way
+    jitter = experiments.EXPERIMENTS["gordo-jitter"]
+    assert [p.x for p in jitter.points] == [0, 10, 20, 40, 50]
+    s = sweep.schedule(jitter, jitter.point(40), seed=1).phases[0].s2c
+    assert (s.rate_bps, s.delay_us, s.jitter_us, s.jitter_reorders) == (100_000_000, 60_000, 40_000, None)
+    assert sweep.schedule(jitter, jitter.point(0), seed=1).phases[0].s2c.jitter_us is None

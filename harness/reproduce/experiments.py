@@ -30,6 +30,11 @@ class Point:
     published: dict[str, tuple[float, float]] = field(default_factory=dict)
     #: Kernel TCP CUBIC flows competing with the transfer (iperf3, started first).
     tcp_flows: int = 0
+    #: Jitter each way: each packet gets [0, jitter_us] µs more, order kept.
+    jitter_us: int = 0
+    #: A sudden drop of the rate each way to `drop_to_bps` at `drop_at_us` (0: none).
+    drop_to_bps: int = 0
+    drop_at_us: int = 0
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,29 @@ QIR_GOODPUT = Experiment(
     size_bytes=10 * MB, points=(Point(10, 10 * MBIT, 30_000, 0.0),), runs=5, quick=(10,),
     queue_bytes=25 * 1500, notes="the runner reports mean ± sd over 5 runs; a cell here gives the median, [min–max, sd]")
 
+#: Gordo & Tatsis (KTH 2015): a sudden drop to 10 % of a 40 Mbit/s link at each delay
+#: of their grid; 10 runs each for drops. They publish findings, not a table of figures
+#: ("QUIC better after bandwidth drops"): the published column is empty.
+GORDO_DROP = Experiment(
+    name="gordo-drop", title="a sudden drop from 40 to 4 Mbit/s, per delay", axis="RTT ms",
+    source="Gordo & Tatsis, \"QUIC compared to TCP+TLSv1.2\", KTH 2015: a drop to 10 % of the bandwidth "
+           "(40 Mbit/s) for every delay of 10-120 ms, 10 runs",
+    size_bytes=10 * MB, runs=10, quick=(20, 120),
+    points=tuple(Point(d, 40 * MBIT, 2 * d * 1000, 0.0, drop_to_bps=4 * MBIT, drop_at_us=1_000_000)
+                 for d in (10, 20, 40, 60, 80, 100, 120)),
+    notes="the study's delay is one way: the RTT here is twice it; the drop comes 1 s after the link is ready "
+          "(about half the 10 MB at 40 Mbit/s), and the queue is one BDP of the 40 Mbit/s link")
+
+#: Gordo & Tatsis: jitter 0-50 ms at 60 ms delay and 100 Mbit/s.
+GORDO_JITTER = Experiment(
+    name="gordo-jitter", title="jitter at 60 ms delay and 100 Mbit/s", axis="jitter ms",
+    source="Gordo & Tatsis, KTH 2015: jitter 0, 10, 20, 40, 50 ms at 60 ms delay, 100 Mbit/s, 5 runs",
+    size_bytes=10 * MB, runs=5, quick=(0, 50),
+    points=tuple(Point(j, 100 * MBIT, 120_000, 0.0, jitter_us=j * 1000) for j in (0, 10, 20, 40, 50)),
+    notes="the study found QUIC hitting a throughput ceiling with high delay and jitter, where TCP did "
+          "better; jitter here keeps packet order (the emulator's jitter_reorders off), as netem's did "
+          "not, so it tests delay variation, not reordering")
+
 #: Kakhki et al., Table 4: QUIC against 1, 2 and 4 TCP CUBIC flows; 5 Mbit/s, 36 ms RTT,
 #: a 30 KB buffer, 10 runs, each flow's average throughput, Mbit/s: (mean, sd).
 KAKHKI_FAIRNESS = Experiment(
@@ -133,13 +161,12 @@ QIR_CROSSTRAFFIC = Experiment(
     notes="the runner reports only the QUIC flow's goodput; the TCP flow's is the half it leaves out")
 
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (CONNECTIFY_LOSS, CONNECTIFY_RTT, CONNECTIFY_RATE, QIR_GOODPUT,
-                                                          QIR_CROSSTRAFFIC, KAKHKI_FAIRNESS)}
+                                                          QIR_CROSSTRAFFIC, KAKHKI_FAIRNESS, GORDO_DROP,
+                                                          GORDO_JITTER)}
 
 #: The issue's other experiments, not runnable yet, and what each needs first.
 PLANNED = {
     "kakhki-window-cap": "a window cap the stacks expose through the endpoint contract",
-    "gordo-drop": "a rate drop phase per delay (the bandwidth-drop strategy has it)",
-    "gordo-jitter": "jitter without reordering at 100 Mbit/s",
     "zhang-1gbit": "CPU per side at 1 Gbit/s, with and without GSO/GRO",
     "yu-multiplexing": "per-object completion times from the client's app log",
     "prudentia-fairness": "pairs of different stacks in one run",

@@ -15,7 +15,7 @@ import math
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.reproduce.experiments import Experiment, Point
@@ -45,15 +45,20 @@ def schedule(e: Experiment, p: Point, seed: int) -> Schedule:
     bdp = p.rate_bps * p.rtt_us // 8_000_000
     queue = e.queue_bytes or max(bdp, MIN_QUEUE_PACKETS * MTU)
     s = LinkSettings(rate_bps=p.rate_bps, delay_us=p.rtt_us // 2, queue_bytes=queue,
-                     loss=IidLoss(p.loss) if p.loss > 0 else None)
-    return Schedule(seed=seed, phases=(Phase(start_us=0, c2s=s, s2c=s),))
+                     loss=IidLoss(p.loss) if p.loss > 0 else None, jitter_us=p.jitter_us or None)
+    phases = [Phase(start_us=0, c2s=s, s2c=s)]
+    if p.drop_to_bps:
+        # The same queue in bytes: at a tenth of the rate it holds ten times the delay.
+        slow = replace(s, rate_bps=p.drop_to_bps)
+        phases.append(Phase(start_us=p.drop_at_us, c2s=slow, s2c=slow))
+    return Schedule(seed=seed, phases=tuple(phases))
 
 
 def timeout_s(e: Experiment, p: Point) -> float:
     """Four times the time a loss-limited sender needs (Mathis et al.: rate ≤
     1.22·MSS/(RTT·√p)), plus a minute: long enough for a slow stack at heavy loss,
     short enough that a stalled one does not hold the sweep for long."""
-    rate = p.rate_bps
+    rate = min(p.rate_bps, p.drop_to_bps or p.rate_bps)
     if p.loss > 0:
         rate = min(rate, 1.22 * SEGMENT * 8 / (p.rtt_us / 1e6 * math.sqrt(p.loss)))
     return 4 * e.size_bytes * 8 / rate + 60
