@@ -209,3 +209,35 @@ def test_gordos_drop_and_jitter_links():
     s = sweep.schedule(jitter, jitter.point(40), seed=1).phases[0].s2c
     assert (s.rate_bps, s.delay_us, s.jitter_us, s.jitter_reorders) == (100_000_000, 60_000, 40_000, None)
     assert sweep.schedule(jitter, jitter.point(0), seed=1).phases[0].s2c.jitter_us is None
+
+
+def test_object_completions_and_their_order(tmp_path):
+    from harness.reproduce.flows import kendall_tau, object_completions_s
+
+    (tmp_path / "client").mkdir()
+    events = [{"event": "version"}]
+    # Three objects asked for at once (streams 0, 4, 8); they complete 8, 0, 4.
+    events += [{"t_us": 1000, "event": "request_start", "stream": s, "bytes": 0} for s in (0, 4, 8)]
+    events += [{"t_us": t, "event": "request_done", "stream": s, "bytes": 10}
+               for s, t in ((8, 201_000), (0, 301_000), (4, 401_000))]
+    (tmp_path / "client" / "app.ndjson").write_text("\n".join(json.dumps(e) for e in events) + "\n")
+    done = object_completions_s(tmp_path)
+    assert done == [0.3, 0.4, 0.2]
+    assert kendall_tau([1, 2, 3]) == 1.0 and kendall_tau([3, 2, 1]) == -1.0
+    assert kendall_tau(done) == pytest.approx(-1 / 3)
+    (tmp_path / "client" / "app.ndjson").write_text("\n".join(json.dumps(e) for e in events[:-1]) + "\n")
+    with pytest.raises(ValueError, match="3 requests and 2 completions"):
+        object_completions_s(tmp_path)
+
+
+def test_the_objects_table_tells_sequential_from_round_robin(tmp_path):
+    e = experiments.EXPERIMENTS["yu-multiplexing"]
+    seq = [round(0.1 * (i + 1), 3) for i in range(10)]   # one after another, in order
+    rr = [1.0 - 0.001 * (10 - i) for i in range(10)]     # all near the end
+    recs = [{"x": 10, "stack": s, "cc": "newreno", "ok": True, "mode": "virtual", "duration_s": 1.0,
+             "goodput_bps": 8e6, "objects_s": o} for s, o in (("seq", seq), ("rr", rr))]
+    text = table.markdown(e, recs)
+    row = next(line for line in text.splitlines() if line.startswith("| 10 |"))
+    assert "last 1.00 s, median object at 0.55 of it, tau 1.00" in row      # sequential
+    assert "last 1.00 s, median object at 1.00 of it, tau 1.00" in row      # round-robin
+    assert table.plot(e, recs, tmp_path / "y.png").exists()

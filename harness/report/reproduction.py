@@ -22,6 +22,12 @@ def _cells(recs: list[dict]) -> dict:
     ok = [r for r in recs if r.get("ok")]
     modes = sorted({r.get("mode", "?") for r in recs})
     cell = {"runs": len(recs), "failed": len(recs) - len(ok), "mode": "/".join(modes)}
+    objs = [r["objects_s"] for r in ok if r.get("objects_s")]
+    if objs:
+        from harness.reproduce.flows import kendall_tau
+
+        # Per run: time to last byte, the median object's completion as a share of it, tau.
+        cell["objects"] = [(max(o), statistics.median(o) / max(o), kendall_tau(o)) for o in objs]
     flows = [r["flows_mbps"] for r in ok if r.get("flows_mbps")]
     if flows:
         # Per flow position (the transfer, then the TCP flows largest first): mean, sd.
@@ -51,6 +57,14 @@ def _fmt_share(cell: dict) -> str:
             + f" ({cell['mode']}, n={cell['runs']}{failed})")
 
 
+def _fmt_objects(cell: dict) -> str:
+    if "objects" not in cell:
+        return f"failed ×{cell['failed']} ({cell['mode']})"
+    ttlb, mid, tau = (statistics.median(v[i] for v in cell["objects"]) for i in range(3))
+    failed = f", {cell['failed']} failed" if cell["failed"] else ""
+    return f"last {ttlb:.2f} s, median object at {mid:.2f} of it, tau {tau:.2f} ({cell['mode']}, n={cell['runs']}{failed})"
+
+
 def _fmt(cell: dict) -> str:
     if "time" not in cell:
         return f"failed ×{cell['failed']} ({cell['mode']})"
@@ -71,7 +85,8 @@ def markdown(e: Experiment, records: list[dict]) -> str:
         head = [e.axis, "published QUIC · TCP flows, Mbit/s mean (sd)"] + [f"{t} · TCP flows" for t in targets]
     else:
         protos = sorted({p for pt in e.points for p in pt.published})
-        head = [e.axis] + [f"published {p} (s, Mbit/s)" for p in protos] + [f"{t} (median s, Mbit/s)" for t in targets]
+        what = "completions" if e.measure == "objects" else "median s, Mbit/s"
+        head = [e.axis] + [f"published {p} (s, Mbit/s)" for p in protos] + [f"{t} ({what})" for t in targets]
     lines = [f"{e.name}: {e.title}", f"source: {e.source}", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for x in xs:
@@ -84,7 +99,8 @@ def markdown(e: Experiment, records: list[dict]) -> str:
         else:
             row = [f"{x:g}"] + [f"{pt.published[p][0]:g} s, {pt.published[p][1]:g}" if p in pt.published else "–"
                                 for p in protos]
-            row += [_fmt(cells[(x, t)]) if (x, t) in cells else "–" for t in targets]
+            fmt = _fmt_objects if e.measure == "objects" else _fmt
+            row += [fmt(cells[(x, t)]) if (x, t) in cells else "–" for t in targets]
         lines.append("| " + " | ".join(row) + " |")
     if e.notes:
         lines += ["", f"note: {e.notes}"]
@@ -104,7 +120,9 @@ def plot(e: Experiment, records: list[dict], out_png: Path) -> Path:
     try:
         if e.measure == "share":
             _plot_share(ax, e, cells)
-        for t in ([] if e.measure == "share" else sorted({t for _, t in cells})):
+        elif e.measure == "objects":
+            _plot_objects(ax, cells)
+        for t in ([] if e.measure in ("share", "objects") else sorted({t for _, t in cells})):
             pts = sorted((x, c) for (x, tt), c in cells.items() if tt == t and "rate" in c)
             if pts:
                 xs = [x for x, _ in pts]
@@ -116,7 +134,8 @@ def plot(e: Experiment, records: list[dict], out_png: Path) -> Path:
             ax.plot([x for x, _ in pts], [y for _, y in pts], linestyle="--", marker="s", fillstyle="none",
                     label=f"{proto} (published)")
         ax.set_xlabel(e.axis)
-        ax.set_ylabel("throughput, Mbit/s" if e.measure == "share" else "goodput, Mbit/s")
+        ax.set_ylabel({"share": "throughput, Mbit/s", "objects": "median object's completion / last"}.get(
+            e.measure, "goodput, Mbit/s"))
         ax.set_title(f"{e.name}: {e.title}", fontsize=10)
         ax.legend(fontsize=8)
         fig.tight_layout()
@@ -154,3 +173,15 @@ def _plot_share(ax, e: Experiment, cells: dict) -> None:
             label="QUIC (published)")
     ax.plot(xs, [statistics.fmean(m for k, (m, _) in pt.published.items() if k != "QUIC") for pt in e.points],
             linestyle="--", marker="^", fillstyle="none", label="TCP flow, mean (published)")
+
+
+def _plot_objects(ax, cells: dict) -> None:
+    """Per stack: when the median object completed, as a share of the time to last
+    byte (0.5: one after another; near 1: round-robin)."""
+    for t in sorted({t for _, t in cells}):
+        pts = sorted((x, statistics.median(v[1] for v in c["objects"]))
+                     for (x, tt), c in cells.items() if tt == t and "objects" in c)
+        if pts:
+            ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=f"{t} (today)")
+    ax.axhline(0.5, color="#888888", linestyle=":", linewidth=1)
+    ax.set_ylim(0, 1.05)

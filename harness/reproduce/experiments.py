@@ -35,6 +35,9 @@ class Point:
     #: A sudden drop of the rate each way to `drop_to_bps` at `drop_at_us` (0: none).
     drop_to_bps: int = 0
     drop_at_us: int = 0
+    #: The download split into this many equal objects, all requested at once on one
+    #: connection (0 or 1: one object).
+    objects: int = 0
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,8 @@ class Experiment:
     queue_bytes: int | None = None
     notes: str = ""
     #: "transfer": time and goodput of the download alone; "share": each flow's
-    #: average throughput while the transfer competes with `tcp_flows` TCP flows.
+    #: average throughput while the transfer competes with `tcp_flows` TCP flows;
+    #: "objects": when each of the download's objects completed.
     measure: str = "transfer"
     #: The controller the study ran, used where a stack has it and --cc says nothing.
     cc: str | None = None
@@ -132,6 +136,20 @@ GORDO_JITTER = Experiment(
           "better; jitter here keeps packet order (the emulator's jitter_reorders off), as netem's did "
           "not, so it tests delay variation, not reordering")
 
+#: Yu & Benson (WWW 2021): production stacks multiplex streams differently (sequential,
+#: round-robin, batched round-robin). Here: 1 MB in N equal objects requested at once
+#: on one connection; when each completes says which strategy the server follows.
+YU_MULTIPLEXING = Experiment(
+    name="yu-multiplexing", title="many objects on one connection: completion times and order", axis="objects",
+    source="Yu & Benson, \"Dissecting Performance of Production QUIC\", WWW 2021: stream multiplexing "
+           "strategies differ (Cloudflare sequential, Facebook round-robin, Google batched round-robin)",
+    size_bytes=1 * MB, runs=3, quick=(10, 100),
+    points=tuple(Point(n, 20 * MBIT, 40_000, 0.0, objects=n) for n in (10, 50, 100, 200)),
+    measure="objects",
+    notes="a cell: time to last byte; the median object's completion as a share of it (about 0.5: one "
+          "object after another; near 1: round-robin, all finish together); and how far completion follows "
+          "request order (Kendall's tau: 1 in order, 0 unrelated)")
+
 #: Kakhki et al., Table 4: QUIC against 1, 2 and 4 TCP CUBIC flows; 5 Mbit/s, 36 ms RTT,
 #: a 30 KB buffer, 10 runs, each flow's average throughput, Mbit/s: (mean, sd).
 KAKHKI_FAIRNESS = Experiment(
@@ -162,13 +180,12 @@ QIR_CROSSTRAFFIC = Experiment(
 
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (CONNECTIFY_LOSS, CONNECTIFY_RTT, CONNECTIFY_RATE, QIR_GOODPUT,
                                                           QIR_CROSSTRAFFIC, KAKHKI_FAIRNESS, GORDO_DROP,
-                                                          GORDO_JITTER)}
+                                                          GORDO_JITTER, YU_MULTIPLEXING)}
 
 #: The issue's other experiments, not runnable yet, and what each needs first.
 PLANNED = {
     "kakhki-window-cap": "a window cap the stacks expose through the endpoint contract",
     "zhang-1gbit": "CPU per side at 1 Gbit/s, with and without GSO/GRO",
-    "yu-multiplexing": "per-object completion times from the client's app log",
     "prudentia-fairness": "pairs of different stacks in one run",
 }
 

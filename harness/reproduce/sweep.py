@@ -126,7 +126,10 @@ def local_transfer(e: Experiment, mode_of: Callable[[str], str]) -> Callable[[Ru
         stack = load_for_run(run.stack)
         cc = stack.resolve_cc(run.cc)
         opts = EndpointOptions(cc=None if cc.name == stack.default_cc else cc.name, timeout_s=timeout_s(e, run.point))
-        tp = TransferPlan(sizes=(e.size_bytes,), testcase="transfer", tcp_flows=run.point.tcp_flows)
+        n = max(1, run.point.objects)
+        sizes = tuple(e.size_bytes // n + (1 if i < e.size_bytes % n else 0) for i in range(n))
+        tp = TransferPlan(sizes=sizes, testcase="multiplexing" if n > 1 else "transfer",
+                          tcp_flows=run.point.tcp_flows)
         sched = schedule(e, run.point, seed=run.index + 1)
         mode = mode_of(run.stack)
         if mode == "virtual":
@@ -142,6 +145,10 @@ def local_transfer(e: Experiment, mode_of: Callable[[str], str]) -> Callable[[Ru
             from harness.reproduce.flows import shares_mbps
 
             rec["flows_mbps"] = shares_mbps(rundir, result.transfer, run.point.tcp_flows)
+        if n > 1 and result.ok:
+            from harness.reproduce.flows import object_completions_s
+
+            rec["objects_s"] = object_completions_s(rundir)
         return rec
 
     return one
