@@ -97,6 +97,8 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--model-coverage", type=Path, metavar="DIR",
                     help="the model coverage the properties recorded (artifacts/model-coverage): adds model.html "
                          "and each stack · controller's state machine as its runs took it")
+    rp.add_argument("--reproductions", nargs="+", type=Path, metavar="DIR",
+                    help="`longlook reproduce --out` directories: adds reproductions.html, their tables and plots")
     rp.add_argument("--baseline", nargs="+", type=Path, metavar="OLD_RESULTS",
                     help="earlier results to compare with: changed cells are marked, changes.html lists them, and "
                          "the exit status is 1 when a cell regressed (passed or expected → failed)")
@@ -357,7 +359,7 @@ def cmd_report(a: argparse.Namespace) -> int:
         with _progress("cells") as progress:
             made = build_site(results.records, a.out, sources=results.sources, coverage=cov,
                               plots=not a.no_plots, baseline=baseline, model_coverage=a.model_coverage,
-                              progress=progress)
+                              reproductions=a.reproductions, progress=progress)
     except FileNotFoundError as e:
         raise units.UnitError(str(e)) from None
     except OSError as e:

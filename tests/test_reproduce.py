@@ -241,3 +241,18 @@ def test_the_objects_table_tells_sequential_from_round_robin(tmp_path):
     assert "last 1.00 s, median object at 0.55 of it, tau 1.00" in row      # sequential
     assert "last 1.00 s, median object at 1.00 of it, tau 1.00" in row      # round-robin
     assert table.plot(e, recs, tmp_path / "y.png").exists()
+
+
+def test_the_reports_reproductions_page(tmp_path):
+    e = experiments.EXPERIMENTS["connectify-loss"]
+    sweep.sweep(e, sweep.plan(e, [("aioquic", "newreno")], 2, (0, 1)), tmp_path / "cl", _fake([]))
+    (tmp_path / "site").mkdir()
+    notes: list = []
+    assert table.write_page(tmp_path / "site", [tmp_path / "cl"], notes) == 1
+    page = (tmp_path / "site" / "reproductions.html").read_text()
+    assert "connectify-loss" in page and "18.59 s, 4.303" in page and "reproductions/connectify-loss.png" in page
+    assert (tmp_path / "site" / "reproductions" / "connectify-loss.png").exists()
+    with pytest.raises(FileNotFoundError, match="no runs.ndjson"):
+        table.write_page(tmp_path / "site", [tmp_path / "nothing"], notes)
+    assert table.write_page(tmp_path / "site", None, notes) == 0
+    assert "--reproductions DIR" in (tmp_path / "site" / "reproductions.html").read_text()

@@ -275,7 +275,7 @@ def test_the_matrix_shows_outcomes_and_judged_counts(tmp_path, monkeypatch):
 
     # Every page's links resolve, and no page loads anything from a network.
     pages = sorted(out.rglob("*.html"))
-    assert len(pages) == 4 + 5  # index, findings, coverage, model; a page per cell
+    assert len(pages) == 5 + 5  # index, findings, coverage, model, reproductions; a page per cell
     for page in pages:
         assert "http://" not in page.read_text() and "https://" not in page.read_text(), page
         for ref in _parse(page).refs:

@@ -99,7 +99,7 @@ def page(title: str, body: str, *, depth: int = 0) -> str:
     up = "../" * depth
     nav = " ".join(link(f"{up}{href}", text) for href, text in
                    (("index.html", "matrix"), ("findings.html", "findings"), ("coverage.html", "requirements"),
-                    ("model.html", "model")))
+                    ("model.html", "model"), ("reproductions.html", "reproductions")))
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<title>{esc(title)}</title><link rel="stylesheet" href="{up}style.css"></head>\n'
             f"<body><nav>{nav}</nav>\n<h1>{esc(title)}</h1>\n{body}\n</body></html>\n")

@@ -76,6 +76,17 @@ def _fmt(cell: dict) -> str:
 
 def markdown(e: Experiment, records: list[dict]) -> str:
     """The table in Markdown: one row per point, the published columns first."""
+    head, rows = grid(e, records)
+    lines = [f"{e.name}: {e.title}", f"source: {e.source}", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    if e.notes:
+        lines += ["", f"note: {e.notes}"]
+    return "\n".join(lines)
+
+
+def grid(e: Experiment, records: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """The table's head and rows, as text."""
     cells = summarise(e, records)
     targets = sorted({t for _, t in cells})
     xs = sorted({x for x, _ in cells})
@@ -87,8 +98,7 @@ def markdown(e: Experiment, records: list[dict]) -> str:
         protos = sorted({p for pt in e.points for p in pt.published})
         what = "completions" if e.measure == "objects" else "median s, Mbit/s"
         head = [e.axis] + [f"published {p} (s, Mbit/s)" for p in protos] + [f"{t} ({what})" for t in targets]
-    lines = [f"{e.name}: {e.title}", f"source: {e.source}", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for x in xs:
         pt = e.point(x)
         if share:
@@ -101,10 +111,8 @@ def markdown(e: Experiment, records: list[dict]) -> str:
                                 for p in protos]
             fmt = _fmt_objects if e.measure == "objects" else _fmt
             row += [fmt(cells[(x, t)]) if (x, t) in cells else "–" for t in targets]
-        lines.append("| " + " | ".join(row) + " |")
-    if e.notes:
-        lines += ["", f"note: {e.notes}"]
-    return "\n".join(lines)
+        rows.append(row)
+    return head, rows
 
 
 def plot(e: Experiment, records: list[dict], out_png: Path) -> Path:
@@ -185,3 +193,39 @@ def _plot_objects(ax, cells: dict) -> None:
             ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=f"{t} (today)")
     ax.axhline(0.5, color="#888888", linestyle=":", linewidth=1)
     ax.set_ylim(0, 1.05)
+
+
+def write_page(out: Path, dirs: list[Path] | None, notes: list[str]) -> int:
+    """The report's reproductions.html: each experiment found in the `longlook
+    reproduce --out` directories `dirs`, its table and plot. Written always (it says
+    how to add them when none were given); returns the number of experiments."""
+    from harness.report.html import esc, page, table
+    from harness.reproduce import experiments
+    from harness.reproduce.sweep import done
+
+    if not dirs:
+        (out / "reproductions.html").write_text(page("reproductions", "<p>No reproductions were given: "
+                                                     "<code>longlook report … --reproductions DIR</code> adds the "
+                                                     "tables of <code>longlook reproduce … --out DIR</code>.</p>"))
+        return 0
+    by_experiment: dict[str, list[dict]] = {}
+    for d in dirs:
+        if not (d / "runs.ndjson").exists():
+            raise FileNotFoundError(f"--reproductions {d}: no runs.ndjson (give a `longlook reproduce --out` directory)")
+        for rec in done(d / "runs.ndjson").values():
+            by_experiment.setdefault(rec["experiment"], []).append(rec)
+    parts = []
+    (out / "reproductions").mkdir(exist_ok=True)
+    for name in sorted(by_experiment):
+        if name not in experiments.EXPERIMENTS:
+            notes.append(f"reproductions: {name} is no experiment of this version; left out")
+            continue
+        e = experiments.EXPERIMENTS[name]
+        head, rows = grid(e, by_experiment[name])
+        png = plot(e, by_experiment[name], out / "reproductions" / f"{name}.png")
+        parts.append(f'<h2 id="{esc(name)}">{esc(name)}: {esc(e.title)}</h2><p>{esc(e.source)}</p>'
+                     + table([head, *rows]) + f"<p><small>{esc(e.notes)}</small></p>"
+                     + f'<p><img class="plot" src="reproductions/{esc(png.name)}" alt="{esc(name)}"></p>')
+    (out / "reproductions.html").write_text(page("reproductions: the seed studies beside today's stacks",
+                                                 "".join(parts) or "<p>No known experiment in the runs given.</p>"))
+    return len(parts)

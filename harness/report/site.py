@@ -94,7 +94,8 @@ def group_of(sections: list) -> tuple[tuple, str]:
 def build_site(records: list[dict], out: Path, *, sources: list[tuple[str, int]] = (),
                coverage: tuple[list[list[str]], list[list[str]]] | None = None,
                findings_doc: Path = FINDINGS_DOC, plots: bool = True, baseline: list[dict] | None = None,
-               model_coverage: Path | None = None, progress=None) -> dict:
+               model_coverage: Path | None = None, reproductions: list[Path] | None = None,
+               progress=None) -> dict:
     """Writes the site into `out`; returns what it made (counts and seconds, and
     with a `baseline` (earlier records) the changes against it). `progress(done,
     total)` is called after each cell's page."""
@@ -129,6 +130,9 @@ def build_site(records: list[dict], out: Path, *, sources: list[tuple[str, int]]
     from harness.report.model_pages import write_model_pages
 
     modelled = write_model_pages(out, model_coverage, made["notes"])
+    from harness.report.reproduction import write_page
+
+    made["reproductions"] = write_page(out, reproductions, made["notes"])
     (out / "index.html").write_text(_index(cells, sections, sources, changes, modelled))
     (out / "findings.html").write_text(_findings(cells, doc, findings_doc, out))
     (out / "coverage.html").write_text(_coverage(coverage))
