@@ -127,7 +127,8 @@ def test_the_table_puts_medians_beside_the_published_columns(tmp_path):
 @pytest.mark.parametrize("argv,says", [
     (["reproduce", "no-such", "--out", "X"], "unknown experiment 'no-such'"),
     (["reproduce", "kakhki-window-cap", "--out", "X"], "not runnable yet"),
-    (["reproduce", "kakhki-fairness", "--mode", "virtual", "--out", "X"], "real time only"),
+    (["reproduce", "kakhki-fairness", "--mode", "virtual", "--out", "X"], "which only real time can"),
+    (["reproduce", "zhang-1gbit", "--mode", "virtual", "--out", "X"], "measures CPU per side"),
     (["reproduce", "connectify-loss", "--impl", "no-such-stack", "--out", "X"], "unknown stack 'no-such-stack'"),
     (["reproduce", "connectify-loss", "--impl", "tcp", "--mode", "virtual", "--out", "X"], "real time only"),
     (["reproduce", "connectify-loss", "--runs", "0", "--out", "X"], "--runs 0"),
@@ -256,3 +257,17 @@ def test_the_reports_reproductions_page(tmp_path):
         table.write_page(tmp_path / "site", [tmp_path / "nothing"], notes)
     assert table.write_page(tmp_path / "site", None, notes) == 0
     assert "--reproductions DIR" in (tmp_path / "site" / "reproductions.html").read_text()
+
+
+def test_zhangs_points_vary_the_size_and_cells_give_cpu_per_side():
+    e = experiments.EXPERIMENTS["zhang-1gbit"]
+    assert [sweep.size_of(e, p) for p in e.points] == [50_000_000, 100_000_000, 500_000_000, 1_000_000_000]
+    s = sweep.schedule(e, e.points[0], seed=1).phases[0].s2c
+    assert s.rate_bps == 1_000_000_000 and s.queue_bytes == 10 * 1_000_000_000 * 2_000 // 8_000_000  # 10 x BDP
+    assert e.point(1000).published == {"QUIC": (18.6, 430.1), "HTTP": (9.36, 854.7)}
+    keys = {sweep.Run("quinn", "cubic", p, 0).key(e) for p in e.points}
+    assert len(keys) == 4  # the size is part of the key
+    recs = [{"x": 50, "stack": "quinn", "cc": "cubic", "ok": True, "mode": "real", "duration_s": 2.0,
+             "goodput_bps": 2e8, "cpu_s": {"client": 1.0, "server": 1.5}}]
+    row = next(line for line in table.markdown(e, recs).splitlines() if line.startswith("| 50 |"))
+    assert "CPU client 50 % server 75 % (real, n=1)" in row

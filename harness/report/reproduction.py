@@ -32,6 +32,12 @@ def _cells(recs: list[dict]) -> dict:
     if flows:
         # Per flow position (the transfer, then the TCP flows largest first): mean, sd.
         cell["flows"] = [_mean_sd([f[i] for f in flows]) for i in range(min(len(f) for f in flows))]
+    cpus = [r["cpu_s"] for r in ok if r.get("cpu_s") and r["duration_s"] > 0]
+    if cpus:
+        # Each side's CPU over the transfer, % of one core (median over the runs).
+        durations = [r["duration_s"] for r in ok if r.get("cpu_s") and r["duration_s"] > 0]
+        cell["cpu"] = {side: statistics.median(100 * c[side] / d for c, d in zip(cpus, durations))
+                       for side in ("client", "server")}
     if ok:
         times = [r["duration_s"] for r in ok]
         rates = [r["goodput_bps"] / 1e6 for r in ok]
@@ -71,7 +77,9 @@ def _fmt(cell: dict) -> str:
     spread = (f" [{cell['rate_min']:.2f}–{cell['rate_max']:.2f}, sd {cell['rate_sd']:.2f}]"
               if cell["runs"] - cell["failed"] > 1 else "")
     failed = f", {cell['failed']} failed" if cell["failed"] else ""
-    return f"{cell['time']:.2f} s {cell['rate']:.2f} Mbit/s{spread} ({cell['mode']}, n={cell['runs']}{failed})"
+    cpu = (f", CPU client {cell['cpu']['client']:.0f} % server {cell['cpu']['server']:.0f} %"
+           if "cpu" in cell else "")
+    return f"{cell['time']:.2f} s {cell['rate']:.2f} Mbit/s{spread}{cpu} ({cell['mode']}, n={cell['runs']}{failed})"
 
 
 def markdown(e: Experiment, records: list[dict]) -> str:

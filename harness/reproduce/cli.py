@@ -32,8 +32,8 @@ def _list() -> None:
     for e in experiments.EXPERIMENTS.values():
         xs = ", ".join(f"{p.x:g}" for p in e.points)
         quick = ", ".join(f"{x:g}" for x in e.quick)
-        print(f"{e.name}: {e.title}\n  {e.axis}: {xs} (--quick: {quick}); {e.size_bytes // 1_000_000} MB, "
-              f"{e.runs} runs\n  source: {e.source}")
+        size = "" if any(p.size_bytes for p in e.points) else f"{e.size_bytes // 1_000_000} MB, "
+        print(f"{e.name}: {e.title}\n  {e.axis}: {xs} (--quick: {quick}); {size}{e.runs} runs\n  source: {e.source}")
     for name, why in experiments.PLANNED.items():
         print(f"{name}: not runnable yet: needs {why}")
 
@@ -72,9 +72,10 @@ def run(a: argparse.Namespace, progress):
     if runs < 1:
         raise UnitError(f"--runs {runs}: give at least 1")
     mode = a.mode
-    if any(p.tcp_flows for p in e.points):
+    if any(p.tcp_flows for p in e.points) or e.real_time:
         if mode == "virtual":
-            raise UnitError(f"--mode virtual: {e.name} runs kernel TCP flows, which run in real time only")
+            why = "runs kernel TCP flows" if not e.real_time else "measures CPU per side"
+            raise UnitError(f"--mode virtual: {e.name} {why}, which only real time can")
         mode = "real"
     mode_of = _mode_of(mode)
     targets = []

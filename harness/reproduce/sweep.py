@@ -36,7 +36,11 @@ class Run:
     index: int
 
     def key(self, e: Experiment) -> str:
-        return f"{e.name}|{self.stack}-{self.cc}|{self.point.x:g}|{self.index}|{e.size_bytes}"
+        return f"{e.name}|{self.stack}-{self.cc}|{self.point.x:g}|{self.index}|{size_of(e, self.point)}"
+
+
+def size_of(e: Experiment, p: Point) -> int:
+    return p.size_bytes or e.size_bytes
 
 
 def schedule(e: Experiment, p: Point, seed: int) -> Schedule:
@@ -61,7 +65,7 @@ def timeout_s(e: Experiment, p: Point) -> float:
     rate = min(p.rate_bps, p.drop_to_bps or p.rate_bps)
     if p.loss > 0:
         rate = min(rate, 1.22 * SEGMENT * 8 / (p.rtt_us / 1e6 * math.sqrt(p.loss)))
-    return 4 * e.size_bytes * 8 / rate + 60
+    return 4 * size_of(e, p) * 8 / rate + 60
 
 
 def done(path: Path) -> dict[str, dict]:
@@ -103,7 +107,7 @@ def sweep(e: Experiment, todo: list[Run], out: Path, transfer: Callable[[Run, Pa
                     shutil.rmtree(rundir)  # an interrupted run's leftovers: it starts afresh
                 started = time.time()
                 rec = {"key": key, "experiment": e.name, "stack": run.stack, "cc": run.cc, "x": run.point.x,
-                       "run": run.index, "size_bytes": e.size_bytes, **transfer(run, rundir),
+                       "run": run.index, "size_bytes": size_of(e, run.point), **transfer(run, rundir),
                        "wall_s": round(time.time() - started, 3), "date": time.strftime("%Y-%m-%d")}
                 f.write(json.dumps(rec) + "\n")
                 f.flush()
@@ -126,8 +130,8 @@ def local_transfer(e: Experiment, mode_of: Callable[[str], str]) -> Callable[[Ru
         stack = load_for_run(run.stack)
         cc = stack.resolve_cc(run.cc)
         opts = EndpointOptions(cc=None if cc.name == stack.default_cc else cc.name, timeout_s=timeout_s(e, run.point))
-        n = max(1, run.point.objects)
-        sizes = tuple(e.size_bytes // n + (1 if i < e.size_bytes % n else 0) for i in range(n))
+        n, total = max(1, run.point.objects), size_of(e, run.point)
+        sizes = tuple(total // n + (1 if i < total % n else 0) for i in range(n))
         tp = TransferPlan(sizes=sizes, testcase="multiplexing" if n > 1 else "transfer",
                           tcp_flows=run.point.tcp_flows)
         sched = schedule(e, run.point, seed=run.index + 1)
@@ -141,6 +145,8 @@ def local_transfer(e: Experiment, mode_of: Callable[[str], str]) -> Callable[[Ru
                 result = bed.transfer(stack, tp, opts)
         rec = {"mode": mode, "ok": bool(result.ok), "duration_s": round(result.duration_s, 4),
                "goodput_bps": round(result.goodput_bps), "reason": result.reason or ""}
+        if mode == "real" and result.client_cpu_s is not None and result.server_cpu_s is not None:
+            rec["cpu_s"] = {"client": round(result.client_cpu_s, 3), "server": round(result.server_cpu_s, 3)}
         if run.point.tcp_flows and result.ok:
             from harness.reproduce.flows import shares_mbps
 
