@@ -18,7 +18,8 @@ import bisect
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from harness.observe.events import Metrics, PacketAcked, PacketSent
+from harness.observe.events import Metrics, PacketSent
+from harness.rfc import K_GRANULARITY_US, K_PACKET_THRESHOLD, K_TIME_THRESHOLD
 from harness.schedule import TransferPlan, strategies
 from harness.schedule.strategies import QUIC, BaseLink
 from harness.schedule.types import Action
@@ -33,34 +34,10 @@ TAILS_PLAN = TransferPlan(sizes=(20_000,) * 8, testcase="transfer")
 #: Stacks log a window change and the event behind it microseconds apart, in either
 #: order (µs).
 ORDER_SLACK_US = 1_000
-#: §6.1.2's kTimeThreshold and kGranularity (µs); the loss timer may fire this late.
-K_TIME_THRESHOLD, K_GRANULARITY_US = 9 / 8, 1_000
+#: The loss timer may fire this late (two of §6.1.2's kGranularity), µs.
 TIMER_SLACK_US = 2 * K_GRANULARITY_US
-K_PACKET_THRESHOLD = 3
 #: A cut by less than this share is no reduction (harness/observe/reductions.py).
 NO_REDUCTION = 1 - analysis.REDUCTION_FRACTION
-
-
-def _first_acks(trace, view) -> list[tuple[float, int]]:
-    """(when the sender first learnt it, pn) of each application packet acknowledged,
-    in time order: from its own log, or, where that has no ACK frames (quinn), from
-    the ACK frames reaching it on the wire."""
-    first: dict[int, float] = {}
-    for a in trace.of(PacketAcked):
-        if a.space == "application":
-            first.setdefault(a.pn, a.t_us)
-    if not first:
-        unacked = sorted({p.pn for d in view.datagrams if d.entered and d.direction == "s2c"
-                          for p in d.packets if p.space == "application" and p.pn is not None})
-        for d in view.datagrams:
-            if d.entered or d.direction != "c2s":
-                continue
-            for f in (f for p in d.packets if p.space == "application" for f in p.frames):
-                for low, high in getattr(f, "ranges", ()) if getattr(f, "name", "") == "ack" else ():
-                    i, k = bisect.bisect_left(unacked, low), bisect.bisect_right(unacked, high)
-                    first.update((pn, d.t_us) for pn in unacked[i:k])
-                    del unacked[i:k]
-    return sorted((t, pn) for pn, t in first.items())
 
 
 def _windows(trace) -> list[tuple[float, int, int | None]]:
@@ -91,7 +68,7 @@ def test_recovery_ends_at_the_reduced_window(longlook, target, schedule):
         # declare ACK-only packets lost.
         eliciting = {p.pn for d in view.datagrams if d.entered and d.direction == "s2c"
                      for p in d.packets if p.space == "application" and p.ack_eliciting}
-        acks = _first_acks(trace, view)
+        acks = analysis.first_acks(trace, view)
         windows = _windows(trace)
         times = [t for t, _, _ in windows]
         ended, missing = 0, []
@@ -198,7 +175,7 @@ def test_loss_declared_by_time_threshold(longlook, target, schedule):
         dropped = {r.idx for r in obs.transfer_records() if r.fate == "dropped"}
         pns = sorted(p.pn for d in view.datagrams if d.entered and d.direction == "s2c" and d.link_idx in dropped
                      for p in d.packets if p.space == "application" and p.ack_eliciting and p.pn in sent)
-        acks = _first_acks(trace, view)
+        acks = analysis.first_acks(trace, view)
         rtts = [(m.t_us, max(m.smoothed_rtt_us or 0, m.latest_rtt_us or 0)) for m in trace.of(Metrics)
                 if m.smoothed_rtt_us or m.latest_rtt_us]
         end_of_trace = trace.events[-1].t_us

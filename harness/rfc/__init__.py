@@ -12,3 +12,10 @@ FAMILY_BETA = {"newreno": 0.5, "cubic": 0.7}
 
 #: kPacketThreshold (RFC 9002 §6.1.1, RECOMMENDED 3): reordering by fewer packets is not loss.
 K_PACKET_THRESHOLD = 3
+
+#: kTimeThreshold (RFC 9002 §6.1.2, RECOMMENDED 9/8): a packet sent this many RTTs
+#: (the larger of smoothed_rtt and latest_rtt) before a later one was acknowledged is lost.
+K_TIME_THRESHOLD = 9 / 8
+
+#: kGranularity (RFC 9002 §6.1.2, RECOMMENDED 1 ms), µs: the timer's resolution.
+K_GRANULARITY_US = 1_000

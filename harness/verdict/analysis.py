@@ -7,6 +7,7 @@ clock), so the same properties run on every stack, later also in virtual time.
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from dataclasses import dataclass
 
@@ -314,3 +315,25 @@ def jain(values: list[float]) -> float:
     """Jain's fairness index: 1 for an even split, 1/n when one takes everything."""
     total, squares = sum(values), sum(v * v for v in values)
     return total * total / (len(values) * squares) if squares else 0.0
+
+
+def first_acks(trace, view) -> list[tuple[float, int]]:
+    """(when the sender first learnt it, pn) of each application packet acknowledged,
+    in time order: from its own log, or, where that has no ACK frames (quinn), from
+    the ACK frames reaching it on the wire."""
+    first: dict[int, float] = {}
+    for a in trace.of(PacketAcked):
+        if a.space == "application":
+            first.setdefault(a.pn, a.t_us)
+    if not first:
+        unacked = sorted({p.pn for d in view.datagrams if d.entered and d.direction == "s2c"
+                          for p in d.packets if p.space == "application" and p.pn is not None})
+        for d in view.datagrams:
+            if d.entered or d.direction != "c2s":
+                continue
+            for f in (f for p in d.packets if p.space == "application" for f in p.frames):
+                for low, high in getattr(f, "ranges", ()) if getattr(f, "name", "") == "ack" else ():
+                    i, k = bisect.bisect_left(unacked, low), bisect.bisect_right(unacked, high)
+                    first.update((pn, d.t_us) for pn in unacked[i:k])
+                    del unacked[i:k]
+    return sorted((t, pn) for pn, t in first.items())
