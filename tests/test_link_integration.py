@@ -67,8 +67,8 @@ def test_udp_delivery_matches_ground_truth(lab):
     port, count = 40001, 500
     schedule = Schedule.constant(seed=11, settings=LinkSettings(delay_us=10_000, loss=IidLoss(0.1)),
                                  actions=[Action("c2s", 7, "drop", flow=FlowSelector("udp", port))])
-    # SCHED_FIFO keeps the emulator's own lateness well under the 2 ms bound
-    # while other work shares the two cores.
+    # SCHED_FIFO keeps the emulator's own lateness small while other work shares
+    # the two cores (its figure: bench/emulator_bench.py).
     received, log = udp_transfer(lab, schedule, port, count, interval_us=2000,
                                  options=LinkOptions(fifo=True))
     records = log.select("c2s", "udp", port)
