@@ -152,6 +152,22 @@ def test_container_cpu_is_read_from_its_cgroup(docker_ready):
     assert group.cpu_s() is None  # gone with the container: why wait() samples
 
 
+def test_no_ephemeral_port_can_take_the_sim_port(docker_ready):
+    """An endpoint's wait-for-sim probe connects to its own SIM_PORT from ephemeral
+    ports; one that drew SIM_PORT self-connected and kept the listener from binding
+    (EADDRINUSE in a CI run). The port is reserved in every container we start, and
+    the listener binds while the probe keeps knocking."""
+    c = containers.run_container(IMAGE, f"ll-test-simport-{os.getpid()}", "client", {"ROLE": "client"}, {}, {})
+    try:
+        reserved = containers.docker("exec", c.id, "cat", "/proc/sys/net/ipv4/ip_local_reserved_ports").stdout
+        assert reserved.strip() == str(containers.SIM_PORT)
+        c.open_sim()
+        assert c.alive()
+    finally:
+        c.remove()
+    assert _ours_left() == []
+
+
 def test_sweep_removes_containers_of_dead_owners(docker_ready):
     """A container labelled with an owner that no longer runs (a killed run) goes;
     one whose owner is alive stays."""

@@ -186,7 +186,12 @@ def run_container(image: str, name: str, role: str, env: dict[str, str], mounts:
     `mounts` maps host paths to container paths (":ro" suffix allowed); `hosts` are
     /etc/hosts entries. DockerError (container removed) when it does not start."""
     argv = ["run", "--detach", "--network", "none", "--name", name, "--hostname", role,
-            "--label", f"{OWNER_LABEL}={os.getpid()}", "--label", f"longlook.role={role}"]
+            "--label", f"{OWNER_LABEL}={os.getpid()}", "--label", f"longlook.role={role}",
+            # The image's wait-for-sim probe connects to its own address's SIM_PORT from
+            # an ephemeral port (32768-60999 holds 57832): one that drew SIM_PORT itself
+            # self-connected and held the port our listener then failed to bind (a CI
+            # run's EADDRINUSE). Reserved, no ephemeral port is ever SIM_PORT.
+            "--sysctl", f"net.ipv4.ip_local_reserved_ports={SIM_PORT}"]
     argv += [f"--cap-add={c}" for c in caps]
     for host, ip in hosts.items():
         argv += ["--add-host", f"{host}:{ip}"]
