@@ -14,14 +14,19 @@ probes) are not probes and are left out.
 
 from __future__ import annotations
 
-from hypothesis import assume, example, given
+import bisect
 
+from hypothesis import assume, example, given
+from hypothesis import strategies as st
+
+from harness.observe.events import PacketSent
 from harness.schedule import TransferPlan, strategies
 from harness.schedule.strategies import BaseLink
-from harness.verdict import analysis
+from harness.verdict import analysis, outcomes
 from harness.verdict.deviation import check
 
 PLAN = TransferPlan(sizes=(4_000_000,))
+DARK_PLAN = TransferPlan(sizes=(2_000_000,))
 #: Each timeout's gap over the previous one: 2 (§6.2.1), with a margin for timer
 #: granularity and the probe's own pacing (a few ms against gaps ≥ 100 ms).
 BACKOFF_LOW, BACKOFF_HIGH = 1.6, 2.5
@@ -61,3 +66,66 @@ def test_pto_backs_off_exponentially(longlook, target, schedule):
                 f"{g1 / 1e3:.0f} ms after a gap of {g0 / 1e3:.0f} ms (×{ratio:.2f}); §6.2.1 doubles the PTO "
                 f"at each timeout (accepted ×{BACKOFF_LOW}…×{BACKOFF_HIGH})"
             ), ratio=ratio)
+
+
+#: Stacks log an ACK's arrival and the losses it declares microseconds apart, in
+#: either order (µs).
+ORDER_SLACK_US = 1_000
+
+
+def declared_by_a_timer_with_data_to_send(trace, view) -> list[tuple]:
+    """(loss, when the sender next sent an ack-eliciting packet) for each declared
+    application loss that only a probe timeout can have declared, while the sender
+    had data to send.
+
+    §6.1 declares a packet lost only once a later packet of its space is acknowledged
+    (both thresholds count from one), so a loss with no later packet acknowledged by
+    then is a timer's. §6.2.4 lets a sender mark packets lost instead of probing only
+    when it has no new or previously sent data to send ("When there is no data to
+    send, ... Alternatively, instead of sending an ack-eliciting packet, the sender
+    MAY mark any packets still in flight as lost"): a sender that sends an
+    ack-eliciting packet after the declaration, before any further acknowledgment
+    reached it, had data to send and probed, so the declaration was the PTO's."""
+    acks = analysis.first_acks(trace, view)
+    arrivals = sorted(t for t, _ in acks)
+    sends = sorted(p.t_us for p in trace.of(PacketSent) if p.space == "application" and p.ack_eliciting is not False)
+    first_lost: dict[int, float] = {}
+    for e in sorted((e for e in analysis.losses(trace) if e.space == "application"), key=lambda e: e.t_us):
+        first_lost.setdefault(e.pn, e.t_us)
+    out = []
+    for pn, t in sorted(first_lost.items(), key=lambda kv: kv[1]):
+        if any(q > pn and ta <= t + ORDER_SLACK_US for ta, q in acks):
+            continue  # §6.1's business (the reordering and time-threshold properties judge how)
+        next_ack = arrivals[bisect.bisect_right(arrivals, t + ORDER_SLACK_US)] \
+            if bisect.bisect_right(arrivals, t + ORDER_SLACK_US) < len(arrivals) else float("inf")
+        k = bisect.bisect_left(sends, t - ORDER_SLACK_US)
+        if k < len(sends) and sends[k] < next_ack:
+            out.append((pn, t, sends[k]))
+    return out
+
+
+@example(schedule=strategies.dark(BaseLink(), 0, 600, 1500))
+@given(schedule=st.one_of(strategies.blackholes(), strategies.long_blackholes()))
+def test_a_probe_timeout_declares_no_loss(longlook, target, schedule):
+    """RFC 9002 §6.2: "A PTO timer expiration event does not indicate packet loss and
+    MUST NOT cause prior unacknowledged packets to be marked as lost." A declared loss
+    with no later packet acknowledged is a timer's (§6.1 needs one), allowed by
+    §6.2.4 only to a sender with no data to send, instead of a probe: one that sends
+    an ack-eliciting packet right after, before any acknowledgment arrives, had data
+    and violates the rule. Trigger: a probe timeout expired after the handshake (the
+    stack's log, or derived from its probes on the wire where it logs none)."""
+    outcomes.require(target, "packet_lost")
+    with longlook.run(target, schedule, DARK_PLAN) as obs:
+        obs.completed()
+        trace, view = obs.sender, obs.wire
+        confirmed = analysis.handshake_confirmed_us(view) or 0.0
+        expiries = [p for p in analysis.ptos(obs.sender_with_wire) if p.t_us > confirmed]
+        bad = declared_by_a_timer_with_data_to_send(trace, view)
+        if not expiries and not bad:
+            outcomes.not_exercised("no probe timeout expired after the handshake")
+        first = bad[0] if bad else None
+        check(not bad, "pto-declared-loss", lambda: (
+            f"{target.id}: {len(bad)} packets declared lost with no later packet acknowledged, each followed by an "
+            f"ack-eliciting send before any acknowledgment ({len(expiries)} PTO expiries seen); first: pn {first[0]} "
+            f"declared at t={first[1] / 1e6:.4f} s, next ack-eliciting send at t={first[2] / 1e6:.4f} s"
+        ), declared=len(bad), send_after_us=(first[2] - first[1]) if first else 0.0)

@@ -1,0 +1,59 @@
+"""The PTO property's rule: a declared loss with no later packet acknowledged is a
+timer's (RFC 9002 §6.1 needs one for either threshold), and it breaks §6.2's MUST NOT
+unless the sender had no data to send (§6.2.4's alternative to probing), which the
+rule reads from the wire: an ack-eliciting send before the next acknowledgment
+shows data to send."""
+
+from __future__ import annotations
+
+from harness.observe.events import PacketAcked, PacketLost, PacketSent, Trace
+from properties.test_pto import declared_by_a_timer_with_data_to_send as judged
+
+
+def _trace(*events) -> Trace:
+    return Trace(stack="test", vantage="server", events=sorted(events, key=lambda e: e.t_us), source="test")
+
+
+def _sent(*pns, at_ms=0.0):
+    return [PacketSent(t_us=1_000.0 * (at_ms + pn), pn=pn) for pn in pns]
+
+
+def test_a_loss_declared_at_a_probe_timeout_before_a_probe_is_judged():
+    # pn 1 acknowledged; pn 2-3 in flight when the timer fires at 100 ms: pn 2 is
+    # declared lost and pn 4 (the probe) leaves at once, nothing acknowledged since.
+    trace = _trace(*_sent(1, 2, 3), PacketAcked(t_us=20_000.0, pn=1),
+                   PacketLost(t_us=100_000.0, pn=2), PacketSent(t_us=100_010.0, pn=4))
+    (hit,) = judged(trace, None)
+    assert hit == (2, 100_000.0, 100_010.0)
+
+
+def test_a_loss_after_a_later_acknowledgement_is_the_thresholds_business():
+    trace = _trace(*_sent(1, 2, 3), PacketAcked(t_us=20_000.0, pn=3),
+                   PacketLost(t_us=100_000.0, pn=2), PacketSent(t_us=100_010.0, pn=4))
+    assert judged(trace, None) == []
+
+
+def test_a_sender_with_nothing_to_send_may_mark_its_flight_lost():
+    # §6.2.4's alternative: no send follows until the peer acknowledges something.
+    trace = _trace(*_sent(1, 2, 3), PacketAcked(t_us=20_000.0, pn=1),
+                   PacketLost(t_us=100_000.0, pn=2), PacketLost(t_us=100_000.0, pn=3),
+                   PacketAcked(t_us=150_000.0, pn=3), PacketSent(t_us=150_100.0, pn=4))
+    assert judged(trace, None) == []
+
+
+def test_each_packet_counts_once_and_non_eliciting_sends_are_no_probe():
+    trace = _trace(*_sent(1, 2), PacketAcked(t_us=20_000.0, pn=1),
+                   PacketLost(t_us=100_000.0, pn=2), PacketLost(t_us=100_500.0, pn=2),
+                   PacketSent(t_us=100_010.0, pn=5, ack_eliciting=False),
+                   PacketSent(t_us=140_000.0, pn=6))
+    assert [(pn, t) for pn, t, _ in judged(trace, None)] == [(2, 100_000.0)]
+    trace = _trace(*_sent(1, 2), PacketAcked(t_us=20_000.0, pn=1), PacketLost(t_us=100_000.0, pn=2),
+                   PacketSent(t_us=100_010.0, pn=5, ack_eliciting=False), PacketAcked(t_us=120_000.0, pn=5))
+    assert judged(trace, None) == []
+
+
+def test_handshake_spaces_are_not_judged():
+    trace = _trace(PacketSent(t_us=0.0, pn=0, space="initial"), PacketLost(t_us=300_000.0, pn=0, space="initial"),
+                   PacketSent(t_us=300_010.0, pn=1, space="initial"), *_sent(0, at_ms=400),
+                   PacketAcked(t_us=450_000.0, pn=0))
+    assert judged(trace, None) == []
