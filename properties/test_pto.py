@@ -19,7 +19,8 @@ import bisect
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from harness.observe.events import PacketSent
+from harness.observe.events import Metrics, PacketSent
+from harness.rfc import K_GRANULARITY_US
 from harness.schedule import TransferPlan, strategies
 from harness.schedule.strategies import BaseLink
 from harness.verdict import analysis, outcomes
@@ -129,3 +130,64 @@ def test_a_probe_timeout_declares_no_loss(longlook, target, schedule):
             f"ack-eliciting send before any acknowledgment ({len(expiries)} PTO expiries seen); first: pn {first[0]} "
             f"declared at t={first[1] / 1e6:.4f} s, next ack-eliciting send at t={first[2] / 1e6:.4f} s"
         ), declared=len(bad), send_after_us=(first[2] - first[1]) if first else 0.0)
+
+
+#: The first probe's wait over the PTO period the sender's own estimates give:
+#: below 1 is a timer armed early or from an older send (§6.2.1 restarts it at each
+#: ack-eliciting send); the upper margin allows timer slack and the sender's
+#: granularity (a few ms against periods ≥ 20 ms).
+PERIOD_LOW, PERIOD_HIGH = 0.85, 1.6
+
+
+def first_probe_wait(view, quiet_from: float, dark_to: float, expected_us: float):
+    """(last ack-eliciting send before the first probe, the probe) on the wire, or None:
+    the first probe is the first ack-eliciting send after the last acknowledgment with
+    news that follows a silence of at least half the expected period (sends the last
+    ACK let out leave at once or paced, well within it)."""
+    sends = [t for t in analysis.ack_eliciting_sends(view) if t < dark_to]
+    before = [t for t in sends if t <= quiet_from]
+    anchor = before[-1] if before else None
+    for t in (t for t in sends if t > quiet_from):
+        if anchor is not None and t - anchor >= expected_us / 2:
+            return anchor, t
+        anchor = t
+    return None
+
+
+@example(schedule=strategies.dark(BaseLink(), 0, 600, 1500))
+@given(schedule=st.one_of(strategies.blackholes(), strategies.long_blackholes()))
+def test_first_probe_waits_one_probe_timeout(longlook, target, schedule):
+    """RFC 9002 §6.2.1: "PTO = smoothed_rtt + max(4*rttvar, kGranularity) +
+    max_ack_delay" (the example algorithm), and "A sender SHOULD restart its PTO timer
+    every time an ack-eliciting packet is sent or acknowledged". When the data
+    direction goes dark, the first probe leaves one such period after the sender's
+    last ack-eliciting send, from its own last logged smoothed_rtt and rttvar and the
+    peer's max_ack_delay: PERIOD_LOW to PERIOD_HIGH of it. Trigger: a silence after
+    the last acknowledgment with news, ended by a probe before the link came back."""
+    outcomes.require(target, "smoothed_rtt")
+    dark_from, dark_to = schedule.phases[1].start_us, schedule.phases[2].start_us
+    with longlook.run(target, schedule, DARK_PLAN) as obs:
+        obs.completed()
+        view, trace = obs.wire, obs.sender
+        quiet_from = max((t for t in analysis.new_ack_arrivals(view) if t < dark_to), default=dark_from)
+        if quiet_from < dark_from:
+            outcomes.not_exercised("the transfer was not under way when the link went dark")
+        estimates = [m for m in trace.of(Metrics) if m.smoothed_rtt_us and m.rtt_variance_us is not None
+                     and m.t_us <= quiet_from + 1_000]
+        if not estimates:
+            outcomes.not_exercised("the sender logged no smoothed_rtt with an rttvar before the link went dark")
+        m = estimates[-1]
+        mad = analysis.max_ack_delay_us(view)
+        expected = m.smoothed_rtt_us + max(4 * m.rtt_variance_us, K_GRANULARITY_US) + mad
+        found = first_probe_wait(view, quiet_from, dark_to, expected)
+        if found is None:
+            outcomes.not_exercised(f"no probe before the link came back ({(dark_to - quiet_from) / 1e3:.0f} ms "
+                                   f"after the last acknowledgment; expected period {expected / 1e3:.1f} ms)")
+        anchor, probe = found
+        ratio = (probe - anchor) / expected
+        check(PERIOD_LOW <= ratio <= PERIOD_HIGH, "pto-period", (
+            f"{target.id}: first probe {(probe - anchor) / 1e3:.1f} ms after the last ack-eliciting send "
+            f"(t={anchor / 1e6:.4f} s), where smoothed_rtt {m.smoothed_rtt_us / 1e3:.1f} + max(4 × rttvar "
+            f"{m.rtt_variance_us / 1e3:.1f}, 1) + max_ack_delay {mad / 1e3:.1f} = {expected / 1e3:.1f} ms: "
+            f"×{ratio:.2f}, outside [{PERIOD_LOW}, {PERIOD_HIGH}]"
+        ), ratio=ratio, expected_us=expected)

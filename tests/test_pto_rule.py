@@ -57,3 +57,21 @@ def test_handshake_spaces_are_not_judged():
                    PacketSent(t_us=300_010.0, pn=1, space="initial"), *_sent(0, at_ms=400),
                    PacketAcked(t_us=450_000.0, pn=0))
     assert judged(trace, None) == []
+
+
+class _View:
+    """The two wire facts first_probe_wait reads: ack-eliciting sends on s2c."""
+
+    def __init__(self, sends):
+        from types import SimpleNamespace as NS
+        self.datagrams = [NS(t_us=t, entered=True, direction="s2c", packets=[NS(ack_eliciting=True)]) for t in sends]
+
+
+def test_the_first_probe_follows_the_first_long_silence_after_the_last_ack():
+    from properties.test_pto import first_probe_wait
+    # The last ACK at 100 ms lets out sends at 100.1 and 101 ms (paced); the probe
+    # comes 60 ms after the last of them; a later probe is not the first.
+    view = _View([90_000.0, 100_100.0, 101_000.0, 161_000.0, 281_000.0])
+    assert first_probe_wait(view, 100_000.0, 500_000.0, 60_000.0) == (101_000.0, 161_000.0)
+    # No silence of half the period before the link came back: no probe to judge.
+    assert first_probe_wait(view, 100_000.0, 150_000.0, 60_000.0) is None
