@@ -1,4 +1,5 @@
-"""The probe timeout backs off exponentially.
+"""The probe timeout: it backs off exponentially, its first period is the one RFC 9002
+§6.2.1 computes from the sender's estimates, and its expiry declares no loss (§6.2).
 
 RFC 9002 §6.2.1: "When a PTO timer expires, the PTO backoff MUST be increased,
 resulting in the PTO period being set to twice its current value." The timer is
