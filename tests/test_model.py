@@ -204,3 +204,49 @@ def test_a_stack_logging_the_window_after_the_acks_keeps_file_order_within_an_in
               Metrics(5.0, congestion_window=12800)]
     log = tracefile.from_trace(validate.Trace("aioquic", "server", events, "x"), "newreno")
     assert [r.k for r in log.records] == ["cwnd", "sent", "sent", "acked", "cwnd", "acked", "cwnd"]
+
+
+#: tests/traces/aioquic-cubic-blackhole.ndjson: where aioquic resets its window after
+#: the blackhole (F25), and the first logged ssthresh after the collapse that follows.
+BLACKHOLE_RESET_LINE = 555
+BLACKHOLE_SSTHRESH_LINE = 760
+
+
+def _largest_tlc_run(monkeypatch) -> list[int]:
+    """Records the distinct states of every TLC run trace validation makes."""
+    counts: list[int] = []
+    run = tlc.run
+
+    def counted(*a, **k):
+        result = run(*a, **k)
+        counts.append(result.distinct_states or 0)
+        return result
+
+    monkeypatch.setattr(tlc, "run", counted)
+    return counts
+
+
+def test_a_collapse_choosing_ssthresh_does_not_multiply_the_states(finder, monkeypatch):
+    """OnPersistentCongestion may set ssthresh to any value of a range; the next logged
+    ssthresh keeps the one choice nearest it (spec/TraceCongestionControl.tla,
+    ssth_choice). Carried as one state per value, this trace took 2.1 million states."""
+    counts = _largest_tlc_run(monkeypatch)
+    verdict = validate.validate(_trace("aioquic-cubic-blackhole.ndjson"), "cubic")
+    assert [(m.line, m.kind) for m in verdict.mismatches] == [(BLACKHOLE_RESET_LINE, "reduction-without-loss")], \
+        verdict.describe()
+    assert verdict.matched == BLACKHOLE_RESET_LINE - 1 and not verdict.cut_short
+    assert any(s.action == "OnPersistentCongestion" for s in verdict.steps)
+    assert max(counts) < 100_000, counts
+
+
+def test_a_logged_ssthresh_outside_every_choice_is_still_rejected(finder, tmp_path):
+    """Keeping one choice must not loosen the check: an ssthresh after the collapse
+    that no choice of the model is within Tolerance of is a deviation there."""
+    lines = (TRACES / "aioquic-cubic-blackhole.ndjson").read_text().splitlines()
+    event = json.loads(lines[BLACKHOLE_SSTHRESH_LINE - 1])
+    assert event["ssthresh"] == 2504
+    event["ssthresh"] = 400_000
+    lines[BLACKHOLE_SSTHRESH_LINE - 1] = json.dumps(event)
+    (tmp_path / "t.ndjson").write_text("\n".join(lines) + "\n")
+    verdict = validate.validate(validate.read_ndjson(tmp_path / "t.ndjson", "aioquic"), "cubic")
+    assert BLACKHOLE_SSTHRESH_LINE in [m.line for m in verdict.mismatches], verdict.describe()
