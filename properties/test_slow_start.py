@@ -1,4 +1,10 @@
-"""Slow start ends on a congestion signal.
+"""Slow start: the window it starts from, and its end on a congestion signal.
+
+RFC 9002 §7.2: "Endpoints SHOULD use an initial congestion window of 10 times the
+maximum datagram size (max_datagram_size), while limiting the window to the larger
+of 14720 bytes or twice the maximum datagram size." QUIC's smallest datagram is
+1200 bytes, so the recommended window lies between 12000 bytes and
+max(14720, 2 × max_datagram_size), whatever size a sender chose.
 
 RFC 9002 §7.3.1: a sender in slow start leaves it when a packet is declared lost or
 an ECN-CE count rises; RFC 9406 (HyStart++) lets it leave earlier when the RTT rises
@@ -16,8 +22,12 @@ EVIDENCE_RTTS round trips before it.
 from __future__ import annotations
 
 from hypothesis import example, given
+from hypothesis import strategies as st
+
+from harness.observe.events import Metrics, PacketAcked, PacketSent
 
 from harness.schedule import TransferPlan, strategies
+from harness.run import Inconclusive
 from harness.verdict import analysis, outcomes
 from harness.verdict.bounds import BETA
 from harness.verdict.deviation import check
@@ -60,3 +70,63 @@ def test_slow_start_ends_on_a_congestion_signal(longlook, target, schedule):
             f"nothing dropped, CE-marked or reordered, no loss declared, at most {queued / 1e3:.1f} ms of queue "
             f"(HyStart++ needs ≥ {MIN_RTT_INCREASE_US / 1e3:.0f} ms)"
         ), queued_us=queued)
+
+
+#: QUIC's smallest maximum datagram size (RFC 9000 §14), bytes.
+MIN_DATAGRAM = 1200
+#: §7.2's cap on the initial window when 10 datagrams would exceed it, bytes.
+IW_CAP = 14720
+
+
+def initial_window_bounds(max_datagram: int) -> tuple[int, int]:
+    """(lowest, highest) initial window §7.2 recommends for a sender whose datagrams
+    are at most `max_datagram` bytes: 10 × its max_datagram_size, capped at
+    max(14720, 2 × it), for some size between 1200 and `max_datagram`."""
+    def iw(mds: int) -> int:
+        return min(10 * mds, max(IW_CAP, 2 * mds))
+    return iw(MIN_DATAGRAM), iw(max(max_datagram, MIN_DATAGRAM))
+
+
+def first_window_before_any_ack(trace) -> tuple[float, int] | None:
+    """(t_us, cwnd) of the sender's first logged window if it was logged before any
+    acknowledgment could have moved it: before its first send (nothing to
+    acknowledge yet), or before the first acknowledgment its log shows."""
+    first = next(((m.t_us, m.congestion_window) for m in trace.of(Metrics) if m.congestion_window is not None), None)
+    if first is None:
+        return None
+    first_send = min((p.t_us for p in trace.of(PacketSent)), default=None)
+    first_ack = min((a.t_us for a in trace.of(PacketAcked)), default=None)
+    if (first_send is not None and first[0] <= first_send) or (first_ack is not None and first[0] < first_ack):
+        return first
+    return None
+
+
+@given(schedule=st.just(strategies.CLEAN_LINK))
+def test_initial_window_is_ten_datagrams(longlook, target, schedule):
+    """RFC 9002 §7.2: the window the sender starts with (its first logged window,
+    before any acknowledgment) is 10 × max_datagram_size capped at max(14720,
+    2 × max_datagram_size): between 12000 bytes and that cap for the largest
+    datagram the sender sent. The window does not depend on the link, so one run
+    on the clean link judges it. §7.2 binds every controller (BBR too)."""
+    outcomes.require(target, "congestion_window")
+    with longlook.run(target, schedule, PLAN) as obs:
+        obs.completed()
+        trace = obs.sender
+        first = first_window_before_any_ack(trace)
+        if first is None:
+            outcomes.not_exercised("the sender logged no window before its first send or first acknowledgment")
+        mds = analysis.max_datagram(trace)
+        try:
+            mds = max([mds, *(d.udp_size for d in obs.wire.datagrams if d.entered and d.direction == "s2c")])
+        except Inconclusive:
+            pass  # no readable capture: the log's packet sizes alone
+        low, high = initial_window_bounds(mds)
+        t_us, cwnd = first
+        check(cwnd <= high, "initial-window-too-large",
+              f"{target.id}: initial window {cwnd} B (logged at t={t_us / 1e6:.4f} s) is above {high} B, "
+              f"min(10 × {mds}, max({IW_CAP}, 2 × {mds})) for its largest datagram ({mds} B)",
+              window=cwnd, over_cap=cwnd / high)
+        check(cwnd >= low, "initial-window-too-small",
+              f"{target.id}: initial window {cwnd} B (logged at t={t_us / 1e6:.4f} s) is below {low} B, "
+              f"10 datagrams of QUIC's smallest size ({MIN_DATAGRAM} B)",
+              window=cwnd)
