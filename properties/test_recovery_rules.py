@@ -52,8 +52,9 @@ def test_recovery_ends_at_the_reduced_window(longlook, target, schedule):
     sent after the previous period began, closed when a packet sent after it opened
     is acknowledged — brings the window, at once or gradually (PRR), to at most the
     reduced ssthresh plus one datagram by its end: ssthresh as logged, and in any case
-    a reduction of more than 10% (kMinimumWindow floors it). Trigger: a recovery
-    period that ended."""
+    a reduction of more than 10% (kMinimumWindow floors it). Periods opened in slow
+    start judge §7.3.1's MUST as well: the sender leaves slow start on a loss.
+    Trigger: a recovery period that ended."""
     if BETA.get(target.cc.family) is None:
         outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}) has no multiplicative decrease")
     outcomes.require(target, "packet_lost")
