@@ -25,9 +25,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from harness.observe.events import Metrics, PacketAcked, PacketSent
-
-from harness.schedule import TransferPlan, strategies
 from harness.run import Inconclusive
+from harness.schedule import TransferPlan, strategies
 from harness.verdict import analysis, outcomes
 from harness.verdict.bounds import BETA
 from harness.verdict.deviation import check
