@@ -19,7 +19,7 @@ from harness import rfc
 
 ENDPOINTS_DIR = Path(__file__).resolve().parent
 #: The fixed stack names (issue 3's interface); order is the display order.
-STACKS = ("aioquic", "picoquic", "quic-go", "quiche", "quinn", "tcp")
+STACKS = ("aioquic", "picoquic", "quic-go", "quiche", "quinn", "tquic", "tcp")
 
 
 class StackError(ValueError):

@@ -1,4 +1,4 @@
-//! What the quiche and quinn endpoints share: the environment of docs/endpoints.md,
+//! What the quiche, quinn and tquic endpoints share: the environment of docs/endpoints.md,
 //! the LL_APPLOG writer, the HTTP/0.9 request line, and how the process ends
 //! (exit codes, SIGTERM, LL_TIMEOUT_S, flushing qlog buffers first).
 //!
@@ -8,6 +8,7 @@ pub mod applog;
 pub mod exit;
 pub mod hq;
 pub mod opts;
+pub mod udp;
 
 use std::time::Duration;
 

@@ -1,0 +1,199 @@
+//! The server: accepts connections until SIGTERM, answers each request stream
+//! with the named file from LL_WWW and FIN.
+//!
+//! request_done is logged when tquic closes the stream: it does so only once the
+//! request was read and every byte and the FIN of the reply were acknowledged,
+//! so "closed after a complete reply" is the acknowledgement.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use ll_endpoint_common::{hq, Failure};
+use tquic::{Connection, Endpoint, TransportHandler};
+
+use crate::io::{buffer, turn, wait, Sender};
+use crate::Setup;
+
+/// One request stream, from its request line to the acknowledgement of its reply.
+enum Exchange {
+    /// Request bytes received so far.
+    Request(Vec<u8>),
+    /// The file's bytes and how many tquic has taken (the FIN goes with the last).
+    Reply { data: Bytes, taken: usize },
+    /// Everything and the FIN are queued; waiting for the peer's acknowledgement.
+    Queued { size: u64 },
+}
+
+struct Server {
+    setup: Rc<Setup>,
+    /// Keyed by (tquic's connection index, stream ID).
+    exchanges: HashMap<(u64, u64), Exchange>,
+}
+
+impl Server {
+    fn key(conn: &Connection, stream: u64) -> (u64, u64) {
+        (conn.index().unwrap_or(u64::MAX), stream)
+    }
+
+    /// Hands tquic as much of a reply as it takes now.
+    fn pump(&mut self, conn: &mut Connection, stream: u64) {
+        let key = Self::key(conn, stream);
+        let Some(Exchange::Reply { data, taken }) = self.exchanges.get_mut(&key) else {
+            return;
+        };
+        loop {
+            match conn.stream_write(stream, data.slice(*taken..), true) {
+                Ok(n) => {
+                    *taken += n;
+                    if *taken == data.len() {
+                        let size = data.len() as u64;
+                        self.exchanges.insert(key, Exchange::Queued { size });
+                        return;
+                    }
+                    if n == 0 {
+                        return;
+                    }
+                }
+                Err(tquic::Error::Done) => return,
+                Err(e) => {
+                    eprintln!("server: stream {stream}: write: {e:?}");
+                    let size = data.len() as u64;
+                    self.setup.applog.request_done(stream, size, false);
+                    self.exchanges.remove(&key);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Answers a complete request line with its file, or refuses the stream.
+    fn answer(&mut self, conn: &mut Connection, stream: u64, name: Result<String, String>) {
+        let key = Self::key(conn, stream);
+        let path = name.map(|n| self.setup.opts.www.join(n));
+        match path.and_then(|p| std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))) {
+            Ok(data) => {
+                self.setup
+                    .applog
+                    .event("request_start", stream, data.len() as u64);
+                let data = Bytes::from(data);
+                self.exchanges
+                    .insert(key, Exchange::Reply { data, taken: 0 });
+                self.pump(conn, stream);
+            }
+            Err(e) => {
+                eprintln!("server: stream {stream}: {e}");
+                self.exchanges.remove(&key);
+                let _ = conn.stream_shutdown(stream, tquic::Shutdown::Write, 0x10);
+            }
+        }
+    }
+}
+
+impl TransportHandler for Server {
+    fn on_conn_created(&mut self, conn: &mut Connection) {
+        if let Err(e) = self.setup.instrument(conn) {
+            eprintln!("server: instrumenting a connection: {e:?}");
+        }
+    }
+
+    fn on_conn_established(&mut self, _conn: &mut Connection) {}
+
+    /// What was still being sent was never acknowledged.
+    fn on_conn_closed(&mut self, conn: &mut Connection) {
+        let idx = conn.index().unwrap_or(u64::MAX);
+        let gone: Vec<(u64, u64)> = self
+            .exchanges
+            .keys()
+            .filter(|k| k.0 == idx)
+            .copied()
+            .collect();
+        for key in gone {
+            match self.exchanges.remove(&key) {
+                Some(Exchange::Reply { data, .. }) => {
+                    self.setup
+                        .applog
+                        .request_done(key.1, data.len() as u64, false)
+                }
+                Some(Exchange::Queued { size }) => {
+                    self.setup.applog.request_done(key.1, size, false)
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn on_stream_created(&mut self, _conn: &mut Connection, _stream: u64) {}
+
+    fn on_stream_readable(&mut self, conn: &mut Connection, stream: u64) {
+        let key = Self::key(conn, stream);
+        let mut buf = [0u8; 4096];
+        let mut fin = false;
+        // Bytes after the request line are read and dropped: tquic closes a
+        // stream only once its receive side is finished.
+        while let Ok((n, f)) = conn.stream_read(stream, &mut buf) {
+            let entry = self
+                .exchanges
+                .entry(key)
+                .or_insert_with(|| Exchange::Request(Vec::new()));
+            if let Exchange::Request(request) = entry {
+                request.extend_from_slice(&buf[..n]);
+            }
+            if f {
+                fin = true;
+                break;
+            }
+            if n == 0 {
+                break;
+            }
+        }
+        let Some(Exchange::Request(request)) = self.exchanges.get(&key) else {
+            return;
+        };
+        match hq::parse_request(request, fin) {
+            Ok(None) => {}
+            Ok(Some(name)) => self.answer(conn, stream, Ok(name)),
+            Err(e) => self.answer(conn, stream, Err(e)),
+        }
+    }
+
+    fn on_stream_writable(&mut self, conn: &mut Connection, stream: u64) {
+        self.pump(conn, stream);
+    }
+
+    fn on_stream_closed(&mut self, conn: &mut Connection, stream: u64) {
+        match self.exchanges.remove(&Self::key(conn, stream)) {
+            Some(Exchange::Queued { size }) => self.setup.applog.request_done(stream, size, true),
+            Some(Exchange::Reply { data, .. }) => {
+                self.setup
+                    .applog
+                    .request_done(stream, data.len() as u64, false)
+            }
+            _ => {}
+        }
+    }
+
+    fn on_new_token(&mut self, _conn: &mut Connection, _token: Vec<u8>) {}
+}
+
+pub fn serve(setup: Setup) -> Result<(), Failure> {
+    let config = setup.config()?;
+    let socket = Rc::new(ll_endpoint_common::udp::Socket::bind(setup.opts.listen)?);
+    let setup = Rc::new(setup);
+    let server = Server {
+        setup,
+        exchanges: HashMap::new(),
+    };
+    let sender = Rc::new(Sender {
+        socket: socket.clone(),
+    });
+    let mut endpoint = Endpoint::new(Box::new(config), true, Box::new(server), sender);
+    println!("{{\"ready\": true}}");
+    std::io::stdout().flush()?;
+    let mut buf = buffer();
+    loop {
+        turn(&mut endpoint, &socket, &mut buf)?;
+        wait(&endpoint, &socket, None)?;
+    }
+}
