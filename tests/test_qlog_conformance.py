@@ -22,6 +22,7 @@ KNOWN = {
     ("quic-go", "newreno"): {"event_names"},
     ("quiche", "cubic"): {"packet_lost_missing", "ssthresh_sentinel"},
     ("quinn", "cubic"): {"vantage_point", "reference_time", "frames", "ssthresh_sentinel", "rtt_units"},
+    ("tquic", "cubic"): {"reference_time", "packet_lost_trigger"},
 }
 
 

@@ -21,7 +21,7 @@ from harness.observe import qlog
 
 FIXTURES = Path(__file__).parent / "fixtures" / "qlog"
 RUNS = [("aioquic", "newreno"), ("aioquic", "cubic"), ("picoquic", "newreno"), ("quic-go", "newreno"),
-        ("quiche", "cubic"), ("quinn", "cubic")]
+        ("quiche", "cubic"), ("quinn", "cubic"), ("tquic", "cubic")]
 #: After the last datagram the link saw, a stack still logs while it drains (3×PTO).
 DRAIN_US = 500_000
 ALL_FILES = sorted(FIXTURES.glob("*/*/*/qlog/*"))
@@ -130,6 +130,13 @@ def test_stack_specific_mapping():
     aio = qlog.read_run(run_dir("aioquic", "newreno"), "aioquic")["server"][0]
     assert aio.of(ev.PacketLost) and all(e.trigger is None for e in aio.of(ev.PacketLost))
     assert not aio.of(ev.CongestionState)
+    # tquic logs packet_received after the losses and window its ACK caused: the
+    # derived acknowledgement must still come before those effects.
+    tq = qlog.read_run(run_dir("tquic", "cubic"), "tquic")["server"][0]
+    assert tq.of(ev.PacketLost) and all(e.trigger is None for e in tq.of(ev.PacketLost))
+    assert not tq.of(ev.CongestionState) and any(n.startswith("tquic: no congestion states") for n in tq.notes)
+    first_loss = tq.of(ev.PacketLost)[0]
+    assert any(a.t_us <= first_loss.t_us for a in tq.of(ev.PacketAcked)), "no ACK before the first loss"
 
 
 def test_picoquic_states_need_the_cc():

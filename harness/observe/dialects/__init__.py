@@ -13,11 +13,13 @@ from harness.observe.dialects.picoquic import PicoquicDialect
 from harness.observe.dialects.quic_go import QuicGoDialect
 from harness.observe.dialects.quiche import QuicheDialect
 from harness.observe.dialects.quinn import QuinnDialect
+from harness.observe.dialects.tquic import TquicDialect
 
 __all__ = ["CAPABILITIES", "Context", "Dialect", "DIALECTS", "get", "of_stack"]
 
 DIALECTS: dict[str, Dialect] = {
-    d.stack: d for d in (AioquicDialect(), PicoquicDialect(), QuicGoDialect(), QuicheDialect(), QuinnDialect())
+    d.stack: d
+    for d in (AioquicDialect(), PicoquicDialect(), QuicGoDialect(), QuicheDialect(), QuinnDialect(), TquicDialect())
 }
 
 
