@@ -50,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--impl", required=True,
                    help=f"stack: {', '.join(endpoints.STACKS)}, or an entry of docker/stacks.json")
     t.add_argument("--cc", help="congestion control (e.g. newreno, cubic, bbr, or module:Factory)")
+    t.add_argument("--client", help="the client's stack (default: --impl at both ends); --impl serves and sends")
     t.add_argument("--bytes", default="1MB", help="total bytes to fetch, e.g. 20MB (default 1MB)")
     t.add_argument("--streams", type=int, default=1, help="split into this many objects fetched in parallel")
     t.add_argument("--schedule", type=Path, help="schedule JSON (docs/emulator.md); instead of --rate/--rtt/--loss")
@@ -134,6 +135,8 @@ def _select_backend(a: argparse.Namespace) -> None:
         raise units.UnitError("--impl-cmd runs a local program in the namespaces: not with --backend docker or --mode virtual")
     if a.mode == "virtual" and a.backend != "local":
         raise units.UnitError("--mode virtual runs the stack in-process; it has no --backend docker")
+    if getattr(a, "client", None) and (a.backend != "local" or a.mode != "real"):
+        raise units.UnitError("--client: a mixed pair runs in real time on the local backend")
     os.environ[docker_backend.BACKEND_ENV] = a.backend
     for env, value in ((docker_backend.IMAGE_ENV, a.image), (commands.IMPL_CMD_ENV, a.impl_cmd)):
         if value:
@@ -149,8 +152,13 @@ def cmd_transfer(a: argparse.Namespace) -> int:
     _select_backend(a)
     stack = load_for_run(a.impl)
     stack.resolve_cc(a.cc)
-    if a.backend == "local" and not stack.is_built():
-        raise StackError(f"{stack.name} is not built ({stack.run} or its build output is missing); run `make setup`")
+    try:
+        client = load_for_run(a.client) if a.client else None
+    except StackError as e:
+        raise StackError(f"--client: {e}") from None
+    for s in (stack, client):
+        if s is not None and a.backend == "local" and not s.is_built():
+            raise StackError(f"{s.name} is not built ({s.run} or its build output is missing); run `make setup`")
     total = units.size_bytes(a.bytes)
     if a.streams < 1:
         raise units.UnitError("--streams: must be at least 1")
@@ -168,9 +176,10 @@ def cmd_transfer(a: argparse.Namespace) -> int:
             raise StackError(f"--mode virtual: {e}; use --mode real") from None
     else:
         with interrupts_as_exceptions(), open_testbed(schedule, a.out, stack, pcap=not a.no_pcap) as bed:
-            result = bed.transfer(stack, plan, opts)
+            result = bed.transfer(stack, plan, opts, client=client)
     if result.ok:
-        print(f"{stack.name} {a.cc or stack.default_cc}: {result.bytes} bytes in {result.duration_s:.3f} s, "
+        pair = f" to a {client.name} client" if result.client_stack else ""
+        print(f"{stack.name} {a.cc or stack.default_cc}{pair}: {result.bytes} bytes in {result.duration_s:.3f} s, "
               f"goodput {result.goodput_bps / 1e6:.2f} Mbit/s; artifacts in {a.out}")
         from harness.report.outputs import write_observation
 

@@ -76,6 +76,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("longlook", "longlook conformance properties")
     g.addoption("--impl", default=os.environ.get("LONGLOOK_IMPL"), help=IMPL_HELP)
     g.addoption("--cc", default=os.environ.get("LONGLOOK_CC"), help=CC_HELP)
+    g.addoption("--client", default=os.environ.get("LONGLOOK_CLIENT"),
+                help="the client's stack (default: each --impl at both ends): --impl serves and sends, this stack "
+                     "fetches, so a sender is judged against another stack's receiver (real time, local backend)")
     g.addoption("--artifacts", default=os.environ.get("LONGLOOK_ARTIFACTS", "artifacts"), help=ARTIFACTS_HELP)
     g.addoption("--keep-passing", action="store_true",
                 help="keep every example's artifacts: the passing ones, and the failing ones shrinking replaced")
@@ -166,7 +169,7 @@ def _targets(config: pytest.Config):
     if replay:
         saved = json.loads((Path(replay) / "example.json").read_text())
         try:  # --cc moves the saved example to another controller of its stack
-            return [Target.parse(saved["stack"], config.getoption("--cc") or saved["cc"])]
+            return [Target.parse(saved["stack"], config.getoption("--cc") or saved["cc"], saved.get("client"))]
         except StackError as e:
             raise pytest.UsageError(f"cannot replay {replay}: {e}") from None
     from harness.testbed import docker_backend
@@ -174,6 +177,14 @@ def _targets(config: pytest.Config):
     names = config.getoption("--impl")
     cc = config.getoption("--cc")
     load = docker_backend.load_for_run
+    client = None
+    if config.getoption("--client"):
+        if config.getoption("--backend") == "docker":
+            raise pytest.UsageError("--client: mixed pairs run on the local backend only; drop --backend docker")
+        try:
+            client = load(config.getoption("--client"))
+        except StackError as e:
+            raise pytest.UsageError(f"--client: {e}") from None
     if config.getoption("--backend") == "docker":
         if not names:
             raise pytest.UsageError(f"--backend docker: name the stacks with --impl (one of {', '.join(docker_backend.stack_names())})")
@@ -186,13 +197,14 @@ def _targets(config: pytest.Config):
             stack = load(name)
         except StackError as e:
             raise pytest.UsageError(f"--impl: {e}") from None
+        peer = client if client is not None and client.name != stack.name else None
         if cc:
             try:
-                targets.append(Target(stack, stack.resolve_cc(cc)))
+                targets.append(Target(stack, stack.resolve_cc(cc), peer))
             except StackError:
                 continue  # this stack lacks the CC; others may have it
         else:
-            targets += [Target(stack, c) for c in stack.cc.values() if c.family in ("newreno", "cubic")]
+            targets += [Target(stack, c, peer) for c in stack.cc.values() if c.family in ("newreno", "cubic")]
     if not targets:
         raise pytest.UsageError(f"no stack among {stacks} offers --cc {cc!r}; see `longlook impls`")
     return targets
@@ -220,9 +232,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         name = getattr(item, "originalname", item.name)
         # Keyed by the target, or by the whole parametrisation where a property has
         # more parameters than the target (e.g. "aioquic-cubic-4": four TCP flows).
+        # A mixed pair's sender carries its findings to any peer: the deviation is
+        # the sender's, and a peer under which it vanishes is news (strict XPASS).
+        candidates = [getattr(callspec, "id", None), getattr(target, "id", None)]
+        if getattr(target, "client", None) is not None:
+            candidates += [callspec.id.replace(target.id, target.sender_id, 1), target.sender_id]
         for table, strict in ((FINDINGS, True), (FLAKY_FINDINGS, False)):
-            key = next((k for k in ((name, getattr(callspec, "id", None)), (name, getattr(target, "id", None)))
-                        if k in table), None)
+            key = next((k for k in ((name, c) for c in candidates) if k in table), None)
             if key:
                 item.add_marker(pytest.mark.xfail(strict=strict, reason=table[key]))
                 item.stash[FINDING] = (strict, table[key], SIGNATURES[key])

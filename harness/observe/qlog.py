@@ -129,8 +129,10 @@ def read_run(run_dir: str | Path, stack: str) -> dict[str, list[Trace]]:
     run_dir = Path(run_dir)
     link_log = run_dir / "link.ndjson"
     start_ns = read_link_start(link_log)
+    stacks = {"client": _client_stack(run_dir) or stack, "server": stack}
     out: dict[str, list[Trace]] = {}
     for vantage in ("client", "server"):
+        stack = stacks[vantage]
         applog = run_dir / vantage / "app.ndjson"
         traces: list[Trace] = []
         for q in sorted(p for p in (run_dir / vantage / "qlog").glob("*") if p.is_file()):
@@ -140,6 +142,16 @@ def read_run(run_dir: str | Path, stack: str) -> dict[str, list[Trace]]:
                 traces.append(Trace(stack, vantage, [], str(q), partial=True, notes=[str(e)]))
         out[vantage] = traces
     return out
+
+
+def _client_stack(run_dir: Path) -> str | None:
+    """The client's stack where result.json names one (a mixed pair), so its qlog is
+    read in its own dialect; None otherwise, or when there is no readable result."""
+    try:
+        name = json.loads((run_dir / "result.json").read_text()).get("client_stack")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return name if isinstance(name, str) and name else None
 
 
 def read_link_start(link_log: str | Path) -> int:

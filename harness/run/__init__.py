@@ -20,22 +20,31 @@ from harness.virtual import RealTimeOnly  # noqa: F401  (raised by run_example i
 
 @dataclass(frozen=True)
 class Target:
-    """A stack and one of its congestion controllers: what a property runs against."""
+    """A stack and one of its congestion controllers: what a property runs against.
+    `client` is the stack at the other end where it is another one (a mixed pair:
+    `stack` serves and sends, `client` fetches); None is the same stack."""
 
     stack: Stack
     cc: CongestionControl
+    client: Stack | None = None
+
+    @property
+    def sender_id(self) -> str:
+        """The judged sender alone: its findings hold whatever the peer."""
+        return f"{self.stack.name}-{self.cc.name}".replace(":", "_")
 
     @property
     def id(self) -> str:
-        return f"{self.stack.name}-{self.cc.name}".replace(":", "_")
+        return self.sender_id + (f"-to-{self.client.name}" if self.client else "")
 
     @classmethod
-    def parse(cls, stack: str, cc: str | None) -> Target:
+    def parse(cls, stack: str, cc: str | None, client: str | None = None) -> Target:
         """The target as the backend in force runs it (a replay sets the one that produced it)."""
         from harness.testbed.docker_backend import load_for_run
 
         s = load_for_run(stack)
-        return cls(s, s.resolve_cc(cc))
+        peer = load_for_run(client) if client and client != stack else None
+        return cls(s, s.resolve_cc(cc), peer)
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,8 @@ class Example:
     timeout_s: float = 60.0
     #: "real" (the testbed in force) or "virtual" (in-process, harness/virtual).
     mode: str = "real"
+    #: The client's stack in a mixed pair (None: `stack` at both ends).
+    client: str | None = None
 
     def to_json(self) -> dict:
         return {
@@ -61,7 +72,7 @@ class Example:
                      "quic_flows": self.plan.quic_flows},
             "timeout_s": self.timeout_s,
             "mode": self.mode,
-        }
+        } | ({"client": self.client} if self.client else {})
 
     @classmethod
     def from_json(cls, d: dict) -> Example:
@@ -70,7 +81,7 @@ class Example:
                             tcp_flows=p.get("tcp_flows", 0), tcp_cc=p.get("tcp_cc", "cubic"),
                             quic_flows=p.get("quic_flows", 1))
         return cls(d["nodeid"], d["stack"], d["cc"], Schedule.from_json(d["schedule"]), plan, d["timeout_s"],
-                   d.get("mode", "real"))
+                   d.get("mode", "real"), d.get("client"))
 
 
 #: The modes a run can be asked for ($LONGLOOK_MODE, the plugin's --mode): "auto"
@@ -98,6 +109,11 @@ def mode_for(target: Target, plan: TransferPlan, requested: str | None = None) -
     requested = requested or requested_mode()
     if requested == "real":
         return "real"
+    if target.client is not None:
+        if requested == "auto":
+            return "real"
+        raise RealTimeOnly(f"a mixed pair ({target.client.name} client) runs in real time: the virtual "
+                           "backends run one stack at both ends")
     try:
         why = virtual.supports(target.stack.name)
         if why:
@@ -131,7 +147,7 @@ def run_example(example: Example, target: Target, out: Path) -> TransferResult:
         from harness.testbed.docker_backend import open_testbed
 
         with open_testbed(example.schedule, out, target.stack) as bed:
-            result = bed.transfer(target.stack, example.plan, opts)
+            result = bed.transfer(target.stack, example.plan, opts, client=target.client)
     if result.unsupported:
         raise Inconclusive(f"{target.id}: {result.reason}")
     return result

@@ -61,6 +61,9 @@ class TransferResult:
     #: will show them: every verdict selects the transfer's packets by these.
     transfer: Flow | None = None
     competitors: list[Flow] = field(default_factory=list)
+    #: The client's stack where it is not `stack` (a mixed pair: `stack` serves and
+    #: sends, this one fetches); its qlog is read in its own dialect.
+    client_stack: str | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -125,6 +128,15 @@ def contract_env(opts: EndpointOptions, plan: TransferPlan) -> dict[str, str]:
     if opts.initial_window:
         env["LL_INITIAL_WINDOW"] = str(opts.initial_window)
     return env
+
+
+def peer_env(peer, server_cc: str) -> dict[str, str | None]:
+    """What changes in a mixed pair's client environment: the server's controller
+    where the client's stack has one of that name (a receiver's controller moves only
+    its ACKs, but a shared name keeps the pair symmetric), else the client's default
+    (None removes LL_CC), so a receiver is never refused for the sender's choice."""
+    name = {"reno": "newreno"}.get(server_cc, server_cc)
+    return {"LL_CC": name if name in peer.cc else None}
 
 
 def app_duration_s(applog: Path) -> float | None:

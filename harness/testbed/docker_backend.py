@@ -191,7 +191,11 @@ class DockerTestbed(Testbed):
         self._stack.callback(self._remove_containers)
         return self
 
-    def transfer(self, stack: Stack, plan: TransferPlan, opts: EndpointOptions = EndpointOptions()) -> TransferResult:
+    def transfer(self, stack: Stack, plan: TransferPlan, opts: EndpointOptions = EndpointOptions(),
+                 client: Stack | None = None) -> TransferResult:
+        if client is not None and client.name != stack.name:
+            raise TestbedError(f"a mixed pair ({client.name} client, {stack.name} server) runs on the local "
+                               "backend only: drop --backend docker, or --client")
         if self.containers:
             raise TestbedError("a DockerTestbed runs one transfer; open another for the next")
         digests = write_objects(self.out / "www", plan.sizes, plan.seed)

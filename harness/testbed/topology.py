@@ -33,6 +33,7 @@ from harness.testbed.contract import (  # noqa: F401  (the testbed's public name
     TransferResult,
     app_duration_s,
     contract_env,
+    peer_env,
     sha256_of,
     write_objects,
 )
@@ -200,8 +201,11 @@ class Testbed:
             _stop_group(proc)
         self._procs.clear()
 
-    def transfer(self, stack: Stack, plan: TransferPlan, opts: EndpointOptions = EndpointOptions()) -> TransferResult:
-        """One verified transfer: the client fetches every object of `plan`."""
+    def transfer(self, stack: Stack, plan: TransferPlan, opts: EndpointOptions = EndpointOptions(),
+                 client: Stack | None = None) -> TransferResult:
+        """One verified transfer: the client fetches every object of `plan` from
+        `stack`'s server, with `client`'s endpoint where given (a mixed pair)."""
+        peer = self._peer = client if client is not None and client.name != stack.name else stack
         digests = write_objects(self.out / "www", plan.sizes, plan.seed)
         certs = self.out / "certs"
         write_certs(certs)
@@ -220,6 +224,10 @@ class Testbed:
         env["server"].update(LL_ADDR=SERVER_IP, LL_PORT=str(port), LL_WWW=str(self.out / "www"), LL_CERTS=str(certs))
         downloads = roles["client"] / "downloads"
         downloads.mkdir(exist_ok=True)
+        if peer is not stack:  # a mixed pair
+            for key, value in peer_env(peer, opts.cc or stack.default_cc).items():
+                env["client"].pop(key, None)
+                env["client"].update({key: value} if value else {})
         env["client"].update(
             LL_DOWNLOADS=str(downloads),
             REQUESTS=" ".join(f"https://{SERVER_IP}:{port}/{n}" for n in digests),
@@ -241,8 +249,8 @@ class Testbed:
         # Each endpoint's CPU reaches RUSAGE_CHILDREN when it is reaped; nothing
         # else this process starts is reaped in between.
         cpu_before = _children_cpu_s()
-        client = self.start_endpoint(stack, "client", env["client"], roles["client"])
-        others = [self._start_extra_client(stack, env["client"], k, opts) for k in range(2, plan.quic_flows + 1)]
+        client = self.start_endpoint(peer, "client", env["client"], roles["client"])
+        others = [self._start_extra_client(peer, env["client"], k, opts) for k in range(2, plan.quic_flows + 1)]
         try:
             client.wait(timeout=opts.timeout_s + 5.0)
         except subprocess.TimeoutExpired:
@@ -270,6 +278,7 @@ class Testbed:
         return transfer, competitors
 
     def _result(self, stack, opts, server, client, digests, elapsed, failure, cpu=(None, None)) -> TransferResult:
+        peer = getattr(self, "_peer", stack)
         downloads = self.out / "client" / "downloads"
         got = {n: sha256_of(downloads / n) for n in digests}
         size = sum((downloads / n).stat().st_size for n, h in got.items() if h is not None)
@@ -281,7 +290,7 @@ class Testbed:
                 who = "client" if rc["client"] == 127 else "server"
                 reason = _tail(self.out / who / "stderr") or f"{stack.name} {who} reported unsupported (exit 127)"
             elif rc["client"] != 0:
-                reason = f"{_who(stack, 'client')} exited with {rc['client']}: {_tail(self.out / 'client' / 'stderr')}"
+                reason = f"{_who(peer, 'client')} exited with {rc['client']}: {_tail(self.out / 'client' / 'stderr')}"
             elif any(got[n] != digests[n] for n in digests):
                 bad = [n for n in digests if got[n] != digests[n]]
                 reason = f"wrong or missing bytes in {', '.join(bad)}"
@@ -292,6 +301,7 @@ class Testbed:
             out_dir=str(self.out), client_rc=rc["client"], server_rc=rc["server"],
             client_cpu_s=cpu[0], server_cpu_s=cpu[1], wall_s=elapsed,
             transfer=self._flows[0], competitors=list(self._flows[1]),
+            client_stack=peer.name if peer is not stack else None,
         )
         (self.out / "result.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
         return result

@@ -231,7 +231,8 @@ class Runner:
             mode = mode_for(target, plan)
         except RealTimeOnly as e:  # --mode virtual asked for what only real time runs
             pytest.skip(f"real time only: {e}")
-        example = Example(nodeid, target.stack.name, target.cc.name, schedule, plan, timeout_s, mode)
+        example = Example(nodeid, target.stack.name, target.cc.name, schedule, plan, timeout_s, mode,
+                          target.client.name if target.client else None)
         self.ledger(nodeid).modes.add(mode)
         out = self._next_dir(nodeid)
         record = example.to_json() | {"run": provenance(target.stack)}
