@@ -224,21 +224,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     _keep_shard(config, items)
     choose_modes(items, config.getoption("--mode"))
-    from harness.verdict.findings import FINDINGS, FLAKY_FINDINGS, SIGNATURES
+    from harness.verdict.findings import FINDINGS, FLAKY_FINDINGS, SIGNATURES, case_keys
 
     for item in items:
         callspec = getattr(item, "callspec", None)
         target = getattr(callspec, "params", {}).get("target")
         name = getattr(item, "originalname", item.name)
-        # Keyed by the target, or by the whole parametrisation where a property has
-        # more parameters than the target (e.g. "aioquic-cubic-4": four TCP flows).
-        # A mixed pair's sender carries its findings to any peer: the deviation is
-        # the sender's, and a peer under which it vanishes is news (strict XPASS).
-        candidates = [getattr(callspec, "id", None), getattr(target, "id", None)]
-        if getattr(target, "client", None) is not None:
-            candidates += [callspec.id.replace(target.id, target.sender_id, 1), target.sender_id]
+        keys = case_keys(name, getattr(callspec, "id", None), target)
         for table, strict in ((FINDINGS, True), (FLAKY_FINDINGS, False)):
-            key = next((k for k in ((name, c) for c in candidates) if k in table), None)
+            key = next((k for k in keys if k in table), None)
             if key:
                 item.add_marker(pytest.mark.xfail(strict=strict, reason=table[key]))
                 item.stash[FINDING] = (strict, table[key], SIGNATURES[key])

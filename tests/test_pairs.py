@@ -108,3 +108,14 @@ def test_a_tquic_server_sends_to_a_quinn_client(netns_ready, tmp_path):
     traces = qlog.read_run(out, "tquic")
     assert traces["client"][0].stack == "quinn" and traces["server"][0].stack == "tquic"
     assert list((out / "report").glob("tquic-server-cwnd.png"))
+
+
+def test_a_pairs_sender_carries_its_findings():
+    from harness.verdict.findings import case_keys
+
+    quiche, quinn = endpoints.load("quiche"), endpoints.load("quinn")
+    solo = Target(quiche, quiche.resolve_cc("cubic"))
+    pair = Target(quiche, quiche.resolve_cc("cubic"), quinn)
+    assert case_keys("t", "quiche-cubic-4", solo) == [("t", "quiche-cubic-4"), ("t", "quiche-cubic")]
+    assert case_keys("t", "quiche-cubic-to-quinn-4", pair) == [
+        ("t", "quiche-cubic-to-quinn-4"), ("t", "quiche-cubic-to-quinn"), ("t", "quiche-cubic-4"), ("t", "quiche-cubic")]

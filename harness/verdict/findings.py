@@ -74,3 +74,15 @@ def _signature(sig, where: str):
 
 #: (test function name, case id) → reason shown by pytest; → the deviation's signature.
 FINDINGS, FLAKY_FINDINGS, SIGNATURES = load_all()
+
+
+def case_keys(name: str, callspec_id: str | None, target) -> list[tuple[str, str]]:
+    """The keys under which a case's finding may be recorded, most specific first: the
+    whole parametrisation (e.g. "aioquic-cubic-4", four TCP flows), the target, and for
+    a mixed pair the same two without the peer. A pair's sender carries its findings
+    to any receiver: the deviation is the sender's, and a peer under which it vanishes
+    is news (a strict finding then fails as an unexpected pass)."""
+    ids = [callspec_id, getattr(target, "id", None)]
+    if getattr(target, "client", None) is not None:
+        ids += [callspec_id.replace(target.id, target.sender_id, 1) if callspec_id else None, target.sender_id]
+    return [(name, i) for i in ids if i]
