@@ -6,7 +6,7 @@ interop with aioquic) are rust_endpoints.EndpointContract's; tquic adds one: it 
 no NewReno, and asking for it is refused the contract's way.
 """
 
-from rust_endpoints import EndpointContract, free_udp_port, run_alone
+from rust_endpoints import EndpointContract, free_udp_port, qlog_events, run_alone, run_pair
 
 
 class TestTquic(EndpointContract):
@@ -21,3 +21,18 @@ class TestTquic(EndpointContract):
             proc = run_alone(self.run, env)
             assert proc.returncode == 127, (role, proc.returncode, proc.stderr)
             assert "newreno" in proc.stderr and "cubic" in proc.stderr, proc.stderr
+
+    def test_flow_control_credit_is_the_contracts(self, tmp_path):
+        """Both ends advertise LL_FLOW_WINDOW (64 MiB) as their initial credit: tquic caps
+        an initial value by its window ceiling when it is set, so an endpoint that sets
+        them in the wrong order advertises 15 MB / 6 MB and stalls a long fat transfer."""
+        pair = self._pair(tmp_path)
+        pair.add_file("f.bin", 100_000)
+        self._check(run_pair(pair, self.run, self.run))
+        for side in (pair.server, pair.client):
+            (q,) = side.qlogdir.iterdir()
+            local = [e["data"] for e in qlog_events(q)
+                     if e["name"] == "quic:parameters_set" and e["data"].get("owner") == "local"]
+            assert local, f"{side.role}: no local parameters_set"
+            for key in ("initial_max_data", "initial_max_stream_data_bidi_local", "initial_max_stream_data_bidi_remote"):
+                assert local[0][key] == 64 * 1024 * 1024, (side.role, key, local[0][key])

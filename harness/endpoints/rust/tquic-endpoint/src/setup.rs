@@ -96,14 +96,16 @@ impl Setup {
         c.set_send_udp_payload_size(mds);
         // A fixed datagram size: no PMTU probes changing it mid-run.
         c.enable_dplpmtud(false);
-        // Flow control far above any BDP: the initial credit and the ceiling of
-        // tquic's window auto-tuning alike.
+        // Flow control far above any BDP: the ceiling of tquic's window auto-tuning
+        // and the initial credit alike. The ceilings first: tquic caps each initial
+        // value by them when it is set (15 MB / 6 MB by default), which left a
+        // 48 MB transfer flow-control blocked every few RTTs.
+        c.set_max_connection_window(o.flow_window);
+        c.set_max_stream_window(o.flow_window);
         c.set_initial_max_data(o.flow_window);
         c.set_initial_max_stream_data_bidi_local(o.flow_window);
         c.set_initial_max_stream_data_bidi_remote(o.flow_window);
         c.set_initial_max_stream_data_uni(o.flow_window);
-        c.set_max_connection_window(o.flow_window);
-        c.set_max_stream_window(o.flow_window);
         c.set_initial_max_streams_bidi(1000);
         c.set_initial_max_streams_uni(100);
         c.set_congestion_control_algorithm(self.cc.algo);
