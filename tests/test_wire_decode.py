@@ -19,7 +19,7 @@ from harness.observe.groundtruth import read_log
 from harness.observe.wire import WireError, WireView, iter_pcap, read_keylog, read_wire
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wire"
-STACKS = ("aioquic", "quic-go", "picoquic", "quiche", "quinn")
+STACKS = ("aioquic", "quic-go", "picoquic", "quiche", "quinn", "tquic")
 OBJECT_BYTES = 200_000  # what each fixture run fetched
 
 
