@@ -50,7 +50,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--impl", required=True,
                    help=f"stack: {', '.join(endpoints.STACKS)}, or an entry of docker/stacks.json")
     t.add_argument("--cc", help="congestion control (e.g. newreno, cubic, bbr, or module:Factory)")
-    t.add_argument("--client", help="the client's stack (default: --impl at both ends); --impl serves and sends")
+    t.add_argument("--direction", choices=("download", "upload"), default="download",
+                   help="download: --impl's server sends (default); upload: --impl's client sends")
+    t.add_argument("--client", help="a download's client stack (default: --impl's); --impl's server sends to it")
+    t.add_argument("--server", help="an upload's server stack (default: --impl's); --impl's client sends to it")
     t.add_argument("--bytes", default="1MB", help="total bytes to fetch, e.g. 20MB (default 1MB)")
     t.add_argument("--streams", type=int, default=1, help="split into this many objects fetched in parallel")
     t.add_argument("--schedule", type=Path, help="schedule JSON (docs/emulator.md); instead of --rate/--rtt/--loss")
@@ -135,8 +138,11 @@ def _select_backend(a: argparse.Namespace) -> None:
         raise units.UnitError("--impl-cmd runs a local program in the namespaces: not with --backend docker or --mode virtual")
     if a.mode == "virtual" and a.backend != "local":
         raise units.UnitError("--mode virtual runs the stack in-process; it has no --backend docker")
-    if getattr(a, "client", None) and (a.backend != "local" or a.mode != "real"):
-        raise units.UnitError("--client: a mixed pair runs in real time on the local backend")
+    for opt in ("client", "server"):
+        if getattr(a, opt, None) and (a.backend != "local" or a.mode != "real"):
+            raise units.UnitError(f"--{opt}: a mixed pair runs in real time on the local backend")
+    if getattr(a, "direction", "download") == "upload" and (a.backend != "local" or a.mode != "real"):
+        raise units.UnitError("--direction upload runs in real time on the local backend")
     os.environ[docker_backend.BACKEND_ENV] = a.backend
     for env, value in ((docker_backend.IMAGE_ENV, a.image), (commands.IMPL_CMD_ENV, a.impl_cmd)):
         if value:
@@ -152,11 +158,15 @@ def cmd_transfer(a: argparse.Namespace) -> int:
     _select_backend(a)
     stack = load_for_run(a.impl)
     stack.resolve_cc(a.cc)
+    wanted, other = ("server", "client") if a.direction == "upload" else ("client", "server")
+    if getattr(a, other):
+        raise units.UnitError(f"--{other}: in a{'n' if a.direction == 'upload' else ''} {a.direction} --impl is that "
+                              f"end; name the receiver with --{wanted}")
     try:
-        client = load_for_run(a.client) if a.client else None
+        peer = load_for_run(getattr(a, wanted)) if getattr(a, wanted) else None
     except StackError as e:
-        raise StackError(f"--client: {e}") from None
-    for s in (stack, client):
+        raise StackError(f"--{wanted}: {e}") from None
+    for s in (stack, peer):
         if s is not None and a.backend == "local" and not s.is_built():
             raise StackError(f"{s.name} is not built ({s.run} or its build output is missing); run `make setup`")
     total = units.size_bytes(a.bytes)
@@ -166,7 +176,7 @@ def cmd_transfer(a: argparse.Namespace) -> int:
     schedule = _schedule_from_args(a)
     timeout_s = units.time_us(a.timeout, "--timeout") / 1e6
     opts = EndpointOptions(cc=a.cc, timeout_s=timeout_s)
-    plan = TransferPlan(sizes=sizes, testcase="multiplexing")
+    plan = TransferPlan(sizes=sizes, testcase="multiplexing", direction=a.direction)
     if a.mode == "virtual":
         from harness import virtual
 
@@ -176,9 +186,10 @@ def cmd_transfer(a: argparse.Namespace) -> int:
             raise StackError(f"--mode virtual: {e}; use --mode real") from None
     else:
         with interrupts_as_exceptions(), open_testbed(schedule, a.out, stack, pcap=not a.no_pcap) as bed:
-            result = bed.transfer(stack, plan, opts, client=client)
+            result = bed.transfer(stack, plan, opts, peer=peer)
     if result.ok:
-        pair = f" to a {client.name} client" if result.client_stack else ""
+        role = "server" if a.direction == "upload" else "client"
+        pair = (" (upload)" if a.direction == "upload" else "") + (f" to a {peer.name} {role}" if result.peer_stack else "")
         print(f"{stack.name} {a.cc or stack.default_cc}{pair}: {result.bytes} bytes in {result.duration_s:.3f} s, "
               f"goodput {result.goodput_bps / 1e6:.2f} Mbit/s; artifacts in {a.out}")
         from harness.report.outputs import write_observation

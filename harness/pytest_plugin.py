@@ -76,9 +76,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("longlook", "longlook conformance properties")
     g.addoption("--impl", default=os.environ.get("LONGLOOK_IMPL"), help=IMPL_HELP)
     g.addoption("--cc", default=os.environ.get("LONGLOOK_CC"), help=CC_HELP)
+    g.addoption("--direction", choices=("download", "upload"), default=os.environ.get("LONGLOOK_DIRECTION", "download"),
+                help="which end of --impl sends the data: its server (download, the default) or its client "
+                     "(upload; real time, local backend; docs/endpoints.md, LL_DIRECTION)")
     g.addoption("--client", default=os.environ.get("LONGLOOK_CLIENT"),
-                help="the client's stack (default: each --impl at both ends): --impl serves and sends, this stack "
-                     "fetches, so a sender is judged against another stack's receiver (real time, local backend)")
+                help="the client's stack in a download (default: --impl at both ends): --impl's server sends to it")
+    g.addoption("--server", default=os.environ.get("LONGLOOK_SERVER"),
+                help="the server's stack in an upload (default: --impl at both ends): --impl's client sends to it")
     g.addoption("--artifacts", default=os.environ.get("LONGLOOK_ARTIFACTS", "artifacts"), help=ARTIFACTS_HELP)
     g.addoption("--keep-passing", action="store_true",
                 help="keep every example's artifacts: the passing ones, and the failing ones shrinking replaced")
@@ -169,7 +173,8 @@ def _targets(config: pytest.Config):
     if replay:
         saved = json.loads((Path(replay) / "example.json").read_text())
         try:  # --cc moves the saved example to another controller of its stack
-            return [Target.parse(saved["stack"], config.getoption("--cc") or saved["cc"], saved.get("client"))]
+            return [Target.parse(saved["stack"], config.getoption("--cc") or saved["cc"], saved.get("peer"),
+                                 saved.get("plan", {}).get("direction", "download"))]
         except StackError as e:
             raise pytest.UsageError(f"cannot replay {replay}: {e}") from None
     from harness.testbed import docker_backend
@@ -177,14 +182,21 @@ def _targets(config: pytest.Config):
     names = config.getoption("--impl")
     cc = config.getoption("--cc")
     load = docker_backend.load_for_run
+    direction = config.getoption("--direction")
+    wanted, other = ("--server", "--client") if direction == "upload" else ("--client", "--server")
+    if config.getoption(other):
+        raise pytest.UsageError(f"{other}: in a{'n' if direction == 'upload' else ''} {direction} --impl is that end; "
+                                f"name the receiver with {wanted}")
+    if direction == "upload" and config.getoption("--backend") == "docker":
+        raise pytest.UsageError("--direction upload runs on the local backend only; drop --backend docker")
     client = None
-    if config.getoption("--client"):
+    if config.getoption(wanted):
         if config.getoption("--backend") == "docker":
-            raise pytest.UsageError("--client: mixed pairs run on the local backend only; drop --backend docker")
+            raise pytest.UsageError(f"{wanted}: mixed pairs run on the local backend only; drop --backend docker")
         try:
-            client = load(config.getoption("--client"))
+            client = load(config.getoption(wanted))
         except StackError as e:
-            raise pytest.UsageError(f"--client: {e}") from None
+            raise pytest.UsageError(f"{wanted}: {e}") from None
     if config.getoption("--backend") == "docker":
         if not names:
             raise pytest.UsageError(f"--backend docker: name the stacks with --impl (one of {', '.join(docker_backend.stack_names())})")
@@ -200,11 +212,11 @@ def _targets(config: pytest.Config):
         peer = client if client is not None and client.name != stack.name else None
         if cc:
             try:
-                targets.append(Target(stack, stack.resolve_cc(cc), peer))
+                targets.append(Target(stack, stack.resolve_cc(cc), peer, direction))
             except StackError:
                 continue  # this stack lacks the CC; others may have it
         else:
-            targets += [Target(stack, c, peer) for c in stack.cc.values() if c.family in ("newreno", "cubic")]
+            targets += [Target(stack, c, peer, direction) for c in stack.cc.values() if c.family in ("newreno", "cubic")]
     if not targets:
         raise pytest.UsageError(f"no stack among {stacks} offers --cc {cc!r}; see `longlook impls`")
     return targets

@@ -44,11 +44,11 @@ def test_an_example_remembers_its_client():
 
     ex = Example("p::t[quiche-cubic-to-quinn]", "quiche", "cubic", Schedule.from_json(
         {"seed": 1, "phases": [{"start_us": 0, "c2s": {"rate_bps": 10_000_000}, "s2c": {"rate_bps": 10_000_000}}]}),
-        TransferPlan(sizes=(1000,)), client="quinn")
+        TransferPlan(sizes=(1000,), direction="upload"), peer="quinn")
     back = Example.from_json(json.loads(json.dumps(ex.to_json())))
-    assert back.client == "quinn" and back == ex
-    solo = Example.from_json({k: v for k, v in ex.to_json().items() if k != "client"})
-    assert solo.client is None
+    assert back.peer == "quinn" and back.plan.direction == "upload" and back == ex
+    solo = Example.from_json({k: v for k, v in ex.to_json().items() if k != "peer"})
+    assert solo.peer is None
 
 
 def test_a_pair_runs_in_real_time_and_says_so_when_virtual_is_asked():
@@ -62,14 +62,14 @@ def test_a_pair_runs_in_real_time_and_says_so_when_virtual_is_asked():
 
 
 def test_each_vantage_is_read_in_its_own_stacks_dialect(tmp_path):
-    """A quinn client's qlog beside a tquic server's: result.json's client_stack
+    """A quinn client's qlog beside a tquic server's: result.json's peer_stack
     sends the client's file through quinn's dialect (RTTs in seconds)."""
     run = tmp_path / "run"
     shutil.copytree(FIXTURES / "tquic" / "cubic", run)
     shutil.rmtree(run / "client")
     shutil.copytree(FIXTURES / "quinn" / "cubic" / "client", run / "client")
     result = json.loads((run / "result.json").read_text())
-    (run / "result.json").write_text(json.dumps(result | {"client_stack": "quinn"}))
+    (run / "result.json").write_text(json.dumps(result | {"peer_stack": "quinn"}))
     traces = qlog.read_run(run, "tquic")
     (client,), (server,) = traces["client"], traces["server"]
     assert (client.stack, server.stack) == ("quinn", "tquic")
@@ -101,7 +101,7 @@ def test_a_tquic_server_sends_to_a_quinn_client(netns_ready, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "to a quinn client" in r.stdout
     result = json.loads((out / "result.json").read_text())
-    assert result["ok"] and result["client_stack"] == "quinn" and result["stack"] == "tquic"
+    assert result["ok"] and result["peer_stack"] == "quinn" and result["stack"] == "tquic"
     versions = {side: json.loads((out / side / "app.ndjson").read_text().splitlines()[0])["stack"]
                 for side in ("client", "server")}
     assert versions == {"client": "quinn", "server": "tquic"}

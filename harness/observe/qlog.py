@@ -129,7 +129,7 @@ def read_run(run_dir: str | Path, stack: str) -> dict[str, list[Trace]]:
     run_dir = Path(run_dir)
     link_log = run_dir / "link.ndjson"
     start_ns = read_link_start(link_log)
-    stacks = {"client": _client_stack(run_dir) or stack, "server": stack}
+    stacks = {"client": _peer_stack(run_dir) or stack, "server": stack}
     out: dict[str, list[Trace]] = {}
     for vantage in ("client", "server"):
         stack = stacks[vantage]
@@ -144,11 +144,12 @@ def read_run(run_dir: str | Path, stack: str) -> dict[str, list[Trace]]:
     return out
 
 
-def _client_stack(run_dir: Path) -> str | None:
-    """The client's stack where result.json names one (a mixed pair), so its qlog is
-    read in its own dialect; None otherwise, or when there is no readable result."""
+def _peer_stack(run_dir: Path) -> str | None:
+    """The receiver's stack where result.json names one (a mixed pair), so the qlog on
+    the link's client side is read in its dialect; None otherwise, or when there is no
+    readable result. (The sender always runs on the link's server side.)"""
     try:
-        name = json.loads((run_dir / "result.json").read_text()).get("client_stack")
+        name = json.loads((run_dir / "result.json").read_text()).get("peer_stack")
     except (OSError, ValueError, AttributeError):
         return None
     return name if isinstance(name, str) and name else None

@@ -22,7 +22,8 @@ STATE_COLOURS = {
 }
 
 
-def write_report(trace, out_dir, *, beta: float | None, mss: int, ground_truth=None, name: str | None = None) -> dict:
+def write_report(trace, out_dir, *, beta: float | None, mss: int, ground_truth=None, name: str | None = None,
+                 title: str | None = None) -> dict:
     """Everything for one connection into ``out_dir``: the cwnd plot and the state
     diagrams (inferred, and logged when the stack logs states). Returns the paths by
     kind: "plot", "inferred_dot", "inferred_png", "logged_dot", "logged_png".
@@ -43,7 +44,7 @@ def write_report(trace, out_dir, *, beta: float | None, mss: int, ground_truth=N
     stem = name or f"{trace.stack}-{trace.vantage}"
     inferred = infer_states(strip_states(trace), beta=beta, mss=mss)
     end_us = max((e.t_us for e in trace.events), default=None)
-    paths = {"plot": plot_cwnd(trace, ground_truth, out_png=out / f"{stem}-cwnd.png", inferred=inferred)}
+    paths = {"plot": plot_cwnd(trace, ground_truth, out_png=out / f"{stem}-cwnd.png", inferred=inferred, title=title)}
     logged = [s for s in trace.of(CongestionState) if not s.inferred]
     for kind, states in (("inferred", inferred), ("logged", logged)):
         if states:

@@ -47,8 +47,20 @@ def report_sender(runs: dict, run_dir: Path, out_dir: Path, beta: float | None, 
 
     sender = max(senders, key=lambda t: len(t.of(PacketSent)))
     sizes = [p.size for p in sender.of(PacketSent) if p.size]
+    title = None
+    if _direction(run_dir) == "upload":  # the sender is the client, on the link's server side
+        name = name or f"{sender.stack}-client"
+        title = f"{sender.stack} client (upload): congestion window over time"
     return write_report(sender, out_dir, beta=beta, mss=max(sizes, default=1200),
-                        ground_truth=run_dir / "link.ndjson", name=name)
+                        ground_truth=run_dir / "link.ndjson", name=name, title=title)
+
+
+def _direction(run_dir: Path) -> str:
+    """The run's direction as result.json records it ("download" when it does not)."""
+    try:
+        return json.loads((run_dir / "result.json").read_text()).get("direction") or "download"
+    except (OSError, ValueError, AttributeError):
+        return "download"
 
 
 def plot_example(run_dir: Path, stack_name: str, out_dir: Path, beta: float | None, name: str) -> dict:

@@ -20,31 +20,34 @@ from harness.virtual import RealTimeOnly  # noqa: F401  (raised by run_example i
 
 @dataclass(frozen=True)
 class Target:
-    """A stack and one of its congestion controllers: what a property runs against.
-    `client` is the stack at the other end where it is another one (a mixed pair:
-    `stack` serves and sends, `client` fetches); None is the same stack."""
+    """A stack and one of its congestion controllers: what a property runs against,
+    as the data's sender. `peer` is the receiver where it is another stack (a mixed
+    pair); None is the same stack. `direction` "upload" makes the sender the client
+    (docs/endpoints.md, LL_DIRECTION), "download" (the default) the server."""
 
     stack: Stack
     cc: CongestionControl
-    client: Stack | None = None
+    peer: Stack | None = None
+    direction: str = "download"
 
     @property
     def sender_id(self) -> str:
-        """The judged sender alone: its findings hold whatever the peer."""
+        """The judged sender alone: its findings hold whatever the peer and direction."""
         return f"{self.stack.name}-{self.cc.name}".replace(":", "_")
 
     @property
     def id(self) -> str:
-        return self.sender_id + (f"-to-{self.client.name}" if self.client else "")
+        return (self.sender_id + ("-upload" if self.direction == "upload" else "")
+                + (f"-to-{self.peer.name}" if self.peer else ""))
 
     @classmethod
-    def parse(cls, stack: str, cc: str | None, client: str | None = None) -> Target:
+    def parse(cls, stack: str, cc: str | None, peer: str | None = None, direction: str = "download") -> Target:
         """The target as the backend in force runs it (a replay sets the one that produced it)."""
         from harness.testbed.docker_backend import load_for_run
 
         s = load_for_run(stack)
-        peer = load_for_run(client) if client and client != stack else None
-        return cls(s, s.resolve_cc(cc), peer)
+        other = load_for_run(peer) if peer and peer != stack else None
+        return cls(s, s.resolve_cc(cc), other, direction)
 
 
 @dataclass(frozen=True)
@@ -59,8 +62,8 @@ class Example:
     timeout_s: float = 60.0
     #: "real" (the testbed in force) or "virtual" (in-process, harness/virtual).
     mode: str = "real"
-    #: The client's stack in a mixed pair (None: `stack` at both ends).
-    client: str | None = None
+    #: The receiver's stack in a mixed pair (None: `stack` at both ends).
+    peer: str | None = None
 
     def to_json(self) -> dict:
         return {
@@ -69,19 +72,19 @@ class Example:
             "plan": {"sizes": list(self.plan.sizes), "testcase": self.plan.testcase,
                      "think_ms": self.plan.think_ms, "seed": self.plan.seed,
                      "tcp_flows": self.plan.tcp_flows, "tcp_cc": self.plan.tcp_cc,
-                     "quic_flows": self.plan.quic_flows},
+                     "quic_flows": self.plan.quic_flows, "direction": self.plan.direction},
             "timeout_s": self.timeout_s,
             "mode": self.mode,
-        } | ({"client": self.client} if self.client else {})
+        } | ({"peer": self.peer} if self.peer else {})
 
     @classmethod
     def from_json(cls, d: dict) -> Example:
         p = d["plan"]
         plan = TransferPlan(sizes=tuple(p["sizes"]), testcase=p["testcase"], think_ms=p["think_ms"], seed=p["seed"],
                             tcp_flows=p.get("tcp_flows", 0), tcp_cc=p.get("tcp_cc", "cubic"),
-                            quic_flows=p.get("quic_flows", 1))
+                            quic_flows=p.get("quic_flows", 1), direction=p.get("direction", "download"))
         return cls(d["nodeid"], d["stack"], d["cc"], Schedule.from_json(d["schedule"]), plan, d["timeout_s"],
-                   d.get("mode", "real"), d.get("client"))
+                   d.get("mode", "real"), d.get("peer"))
 
 
 #: The modes a run can be asked for ($LONGLOOK_MODE, the plugin's --mode): "auto"
@@ -109,10 +112,10 @@ def mode_for(target: Target, plan: TransferPlan, requested: str | None = None) -
     requested = requested or requested_mode()
     if requested == "real":
         return "real"
-    if target.client is not None:
+    if target.peer is not None:
         if requested == "auto":
             return "real"
-        raise RealTimeOnly(f"a mixed pair ({target.client.name} client) runs in real time: the virtual "
+        raise RealTimeOnly(f"a mixed pair ({target.peer.name} receiving) runs in real time: the virtual "
                            "backends run one stack at both ends")
     try:
         why = virtual.supports(target.stack.name)
@@ -147,7 +150,7 @@ def run_example(example: Example, target: Target, out: Path) -> TransferResult:
         from harness.testbed.docker_backend import open_testbed
 
         with open_testbed(example.schedule, out, target.stack) as bed:
-            result = bed.transfer(target.stack, example.plan, opts, client=target.client)
+            result = bed.transfer(target.stack, example.plan, opts, peer=target.peer)
     if result.unsupported:
         raise Inconclusive(f"{target.id}: {result.reason}")
     return result

@@ -6,6 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+#: Which way the objects go: the server sends them (download) or the client (upload).
+DIRECTIONS = ("download", "upload")
+
+
 @dataclass(frozen=True)
 class TransferPlan:
     """What the client fetches: one object per size, fetched per `testcase`."""
@@ -23,6 +27,13 @@ class TransferPlan:
     #: QUIC clients fetching the same objects at once (each its own connection):
     #: 1 is the transfer alone; more make QUIC flows of one stack compete.
     quic_flows: int = 1
+    #: "download" (the server sends the objects) or "upload" (the client sends them:
+    #: docs/endpoints.md, LL_DIRECTION); the sender is the stack under test either way.
+    direction: str = "download"
+
+    def __post_init__(self) -> None:
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"direction {self.direction!r}: one of {', '.join(DIRECTIONS)}")
 
 
 @dataclass(frozen=True)

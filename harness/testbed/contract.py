@@ -61,9 +61,13 @@ class TransferResult:
     #: will show them: every verdict selects the transfer's packets by these.
     transfer: Flow | None = None
     competitors: list[Flow] = field(default_factory=list)
-    #: The client's stack where it is not `stack` (a mixed pair: `stack` serves and
-    #: sends, this one fetches); its qlog is read in its own dialect.
-    client_stack: str | None = None
+    #: The receiver's stack where it is not `stack` (a mixed pair: `stack` sends,
+    #: this one receives); its qlog, on the link's client side, is read in its own
+    #: dialect.
+    peer_stack: str | None = None
+    #: "download" (the server sends) or "upload" (the client sends). Either way the
+    #: sender runs on the link's server side and the data crosses it s2c.
+    direction: str = "download"
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -121,6 +125,8 @@ def contract_env(opts: EndpointOptions, plan: TransferPlan) -> dict[str, str]:
         "LL_TIMEOUT_S": str(int(opts.timeout_s)),
         "LL_THINK_MS": str(plan.think_ms),
     }
+    if plan.direction != "download":
+        env["LL_DIRECTION"] = plan.direction
     if opts.cc:
         env["LL_CC"] = opts.cc
     if opts.max_datagram_size:

@@ -192,10 +192,12 @@ class DockerTestbed(Testbed):
         return self
 
     def transfer(self, stack: Stack, plan: TransferPlan, opts: EndpointOptions = EndpointOptions(),
-                 client: Stack | None = None) -> TransferResult:
-        if client is not None and client.name != stack.name:
-            raise TestbedError(f"a mixed pair ({client.name} client, {stack.name} server) runs on the local "
-                               "backend only: drop --backend docker, or --client")
+                 peer: Stack | None = None) -> TransferResult:
+        if peer is not None and peer.name != stack.name:
+            raise TestbedError(f"a mixed pair ({stack.name} sending, {peer.name} receiving) runs on the local "
+                               "backend only: drop --backend docker")
+        if plan.direction != "download":
+            raise TestbedError("an upload runs on the local backend only: drop --backend docker")
         if self.containers:
             raise TestbedError("a DockerTestbed runs one transfer; open another for the next")
         digests = write_objects(self.out / "www", plan.sizes, plan.seed)

@@ -110,11 +110,13 @@ class Testbed:
 
     # -- endpoints ---------------------------------------------------------------
 
-    def start_endpoint(self, stack: Stack, role: str, env: dict[str, str], workdir: Path) -> subprocess.Popen:
-        """Starts `stack`'s endpoint as `role` in its namespace, in its own process
-        group (so the whole tree can be stopped), stdout/stderr into `workdir`; it
-        dies with this process (harness.testbed.lifeline)."""
-        ns = self.client_ns if role == "client" else self.server_ns
+    def start_endpoint(self, stack: Stack, role: str, env: dict[str, str], workdir: Path,
+                       side: str | None = None) -> subprocess.Popen:
+        """Starts `stack`'s endpoint as `role` in the namespace of link side `side`
+        (default: the role's own), in its own process group (so the whole tree can
+        be stopped), stdout/stderr into `workdir`; it dies with this process
+        (harness.testbed.lifeline)."""
+        ns = self.client_ns if (side or role) == "client" else self.server_ns
         full_env = dict(os.environ)
         # Python endpoints run under the harness's interpreter with the caller's
         # PYTHONPATH plus the checkout and the working directory, so a controller
@@ -202,43 +204,59 @@ class Testbed:
         self._procs.clear()
 
     def transfer(self, stack: Stack, plan: TransferPlan, opts: EndpointOptions = EndpointOptions(),
-                 client: Stack | None = None) -> TransferResult:
-        """One verified transfer: the client fetches every object of `plan` from
-        `stack`'s server, with `client`'s endpoint where given (a mixed pair)."""
-        peer = self._peer = client if client is not None and client.name != stack.name else stack
+                 peer: Stack | None = None) -> TransferResult:
+        """One verified transfer of every object of `plan`, sent by `stack`'s endpoint
+        (the server of a download, the client of an upload) to `peer`'s (default the
+        same stack: a mixed pair otherwise).
+
+        The data always crosses the link from its server side to its client side
+        (s2c), so everything that follows the data is the same for both directions:
+        in an upload the QUIC client runs on the server side of the link and the
+        QUIC server on the client side. Each side's files (qlog, keys, app log) are
+        under the link side's directory; the objects arrive in client/downloads."""
+        peer = peer if peer is not None and peer.name != stack.name else stack
+        upload = plan.direction == "upload"
+        if upload and plan.quic_flows > 1:
+            raise TestbedError("an upload runs one QUIC client; several competing flows are downloads only")
+        # role → (its stack, the link side it runs on)
+        self._ends = {"server": (peer if upload else stack, "client" if upload else "server"),
+                      "client": (stack if upload else peer, "server" if upload else "client")}
         digests = write_objects(self.out / "www", plan.sizes, plan.seed)
         certs = self.out / "certs"
         write_certs(certs)
-        roles = {r: self.out / r for r in ("client", "server")}
-        for d in roles.values():
+        dirs = {r: self.out / side for r, (_, side) in self._ends.items()}
+        for d in dirs.values():
             (d / "qlog").mkdir(parents=True, exist_ok=True)
         common = contract_env(opts, plan)
         env = {
             r: dict(common, SSLKEYLOGFILE=str(d / "keys.log"), LL_APPLOG=str(d / "app.ndjson"))
             | ({"QLOGDIR": str(d / "qlog")} if opts.qlog else {})
-            for r, d in roles.items()
+            for r, d in dirs.items()
         }
+        server_stack, client_stack = self._ends["server"][0], self._ends["client"][0]
         # A command may be an interop-runner endpoint, which serves on 443 whatever it is told.
-        port = QIR_PORT if stack.command else SERVER_PORT
+        port = QIR_PORT if server_stack.command else SERVER_PORT
         self._flows = self.flows(stack, plan, port)
-        env["server"].update(LL_ADDR=SERVER_IP, LL_PORT=str(port), LL_WWW=str(self.out / "www"), LL_CERTS=str(certs))
-        downloads = roles["client"] / "downloads"
+        addr = self.client_ip if upload else self.server_ip
+        downloads = self.out / "client" / "downloads"
         downloads.mkdir(exist_ok=True)
-        if peer is not stack:  # a mixed pair
+        env["server"].update(LL_ADDR=addr, LL_PORT=str(port), LL_CERTS=str(certs))
+        env["client"].update(REQUESTS=" ".join(f"https://{addr}:{port}/{n}" for n in digests))
+        # The sender reads the objects, the receiver writes them.
+        env["client" if upload else "server"]["LL_WWW"] = str(self.out / "www")
+        env["server" if upload else "client"]["LL_DOWNLOADS"] = str(downloads)
+        if peer is not stack:  # a mixed pair: the receiver keeps the sender's controller if it has it
             for key, value in peer_env(peer, opts.cc or stack.default_cc).items():
-                env["client"].pop(key, None)
-                env["client"].update({key: value} if value else {})
-        env["client"].update(
-            LL_DOWNLOADS=str(downloads),
-            REQUESTS=" ".join(f"https://{SERVER_IP}:{port}/{n}" for n in digests),
-        )
-        if stack.command:
-            for role, params in (("server", "SERVER_PARAMS"), ("client", "CLIENT_PARAMS")):
+                receiver = env["server" if upload else "client"]
+                receiver.pop(key, None)
+                receiver.update({key: value} if value else {})
+        for role, params in (("server", "SERVER_PARAMS"), ("client", "CLIENT_PARAMS")):
+            if self._ends[role][0].command:
                 env[role].update({params: os.environ.get(params, ""), "LL_NETWORK_READY": "1"})
-        server = self.start_endpoint(stack, "server", env["server"], roles["server"])
+        server = self._start("server", env["server"])
         # An interop-runner endpoint prints no ready line: its bound port is the signal.
-        waited = _wait_ready(server, roles["server"] / "stdout", timeout_s=10.0,
-                             udp_port=port if stack.command else None, who=_who(stack, "server"))
+        waited = _wait_ready(server, dirs["server"] / "stdout", timeout_s=10.0,
+                             udp_port=port if server_stack.command else None, who=_who(server_stack, "server"))
         if waited is not None:
             return self._result(stack, opts, server, None, digests, 0.0, waited)
         if plan.tcp_flows:
@@ -249,8 +267,8 @@ class Testbed:
         # Each endpoint's CPU reaches RUSAGE_CHILDREN when it is reaped; nothing
         # else this process starts is reaped in between.
         cpu_before = _children_cpu_s()
-        client = self.start_endpoint(peer, "client", env["client"], roles["client"])
-        others = [self._start_extra_client(peer, env["client"], k, opts) for k in range(2, plan.quic_flows + 1)]
+        client = self._start("client", env["client"])
+        others = [self._start_extra_client(client_stack, env["client"], k, opts) for k in range(2, plan.quic_flows + 1)]
         try:
             client.wait(timeout=opts.timeout_s + 5.0)
         except subprocess.TimeoutExpired:
@@ -271,14 +289,21 @@ class Testbed:
         (self.out / "result.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
         return result
 
+    def _start(self, role: str, env: dict[str, str]) -> subprocess.Popen:
+        """`role`'s endpoint on its link side (transfer's _ends), logs in that side's directory."""
+        stack, side = self._ends[role]
+        return self.start_endpoint(stack, role, env, self.out / side, side=side)
+
     def flows(self, stack: Stack, plan: TransferPlan, port: int) -> tuple[Flow, list[Flow]]:
         """The transfer's flow (the server's address and `port`) and the competitors'."""
-        transfer = Flow(stack.transport, "server", self.server_ip, port)
+        listener = "client" if plan.direction == "upload" else "server"
+        transfer = Flow(stack.transport, listener, self.client_ip if listener == "client" else self.server_ip, port)
         competitors = [Flow("tcp", "client", self.client_ip, TCP_COMPETITOR_PORT)] if plan.tcp_flows else []
         return transfer, competitors
 
     def _result(self, stack, opts, server, client, digests, elapsed, failure, cpu=(None, None)) -> TransferResult:
-        peer = getattr(self, "_peer", stack)
+        ends = getattr(self, "_ends", {"server": (stack, "server"), "client": (stack, "client")})
+        client_stack = ends["client"][0]
         downloads = self.out / "client" / "downloads"
         got = {n: sha256_of(downloads / n) for n in digests}
         size = sum((downloads / n).stat().st_size for n, h in got.items() if h is not None)
@@ -288,9 +313,11 @@ class Testbed:
         if not reason:
             if unsupported:
                 who = "client" if rc["client"] == 127 else "server"
-                reason = _tail(self.out / who / "stderr") or f"{stack.name} {who} reported unsupported (exit 127)"
+                reason = (_tail(self.out / ends[who][1] / "stderr")
+                          or f"{ends[who][0].name} {who} reported unsupported (exit 127)")
             elif rc["client"] != 0:
-                reason = f"{_who(peer, 'client')} exited with {rc['client']}: {_tail(self.out / 'client' / 'stderr')}"
+                reason = (f"{_who(client_stack, 'client')} exited with {rc['client']}: "
+                          f"{_tail(self.out / ends['client'][1] / 'stderr')}")
             elif any(got[n] != digests[n] for n in digests):
                 bad = [n for n in digests if got[n] != digests[n]]
                 reason = f"wrong or missing bytes in {', '.join(bad)}"
@@ -301,7 +328,8 @@ class Testbed:
             out_dir=str(self.out), client_rc=rc["client"], server_rc=rc["server"],
             client_cpu_s=cpu[0], server_cpu_s=cpu[1], wall_s=elapsed,
             transfer=self._flows[0], competitors=list(self._flows[1]),
-            client_stack=peer.name if peer is not stack else None,
+            peer_stack=next((st.name for st, side in ends.values() if st.name != stack.name), None),
+            direction="upload" if ends["client"][1] == "server" else "download",
         )
         (self.out / "result.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
         return result

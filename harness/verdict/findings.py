@@ -83,6 +83,6 @@ def case_keys(name: str, callspec_id: str | None, target) -> list[tuple[str, str
     to any receiver: the deviation is the sender's, and a peer under which it vanishes
     is news (a strict finding then fails as an unexpected pass)."""
     ids = [callspec_id, getattr(target, "id", None)]
-    if getattr(target, "client", None) is not None:
+    if target is not None and target.id != target.sender_id:
         ids += [callspec_id.replace(target.id, target.sender_id, 1) if callspec_id else None, target.sender_id]
     return [(name, i) for i in ids if i]

@@ -29,7 +29,7 @@ import os
 import re
 import shutil
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
@@ -227,12 +227,14 @@ class Runner:
     @contextlib.contextmanager
     def run(self, target: Target, schedule: Schedule, plan: TransferPlan, timeout_s: float = 60.0) -> Iterator[Observation]:
         nodeid = _nodeid()
+        # The target's direction is the run's: a property's plan says what moves, not which way.
+        plan = replace(plan, direction=target.direction)
         try:
             mode = mode_for(target, plan)
         except RealTimeOnly as e:  # --mode virtual asked for what only real time runs
             pytest.skip(f"real time only: {e}")
         example = Example(nodeid, target.stack.name, target.cc.name, schedule, plan, timeout_s, mode,
-                          target.client.name if target.client else None)
+                          target.peer.name if target.peer else None)
         self.ledger(nodeid).modes.add(mode)
         out = self._next_dir(nodeid)
         record = example.to_json() | {"run": provenance(target.stack)}

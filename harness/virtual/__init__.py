@@ -53,6 +53,8 @@ def check_plan(plan, stack_name: str | None = None) -> None:
     """RealTimeOnly for plans that need the kernel (competing TCP flows) or that
     the stack's virtual backend cannot run yet (several QUIC connections: quinn
     and quiche only)."""
+    if getattr(plan, "direction", "download") != "download":
+        raise RealTimeOnly("an upload runs in real time: the virtual backends' server sends")
     if plan.tcp_flows:
         raise RealTimeOnly(f"the plan has {plan.tcp_flows} competing kernel TCP flow(s); "
                            "kernel TCP runs in real time only")

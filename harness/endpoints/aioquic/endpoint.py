@@ -123,6 +123,8 @@ class Settings:
         self.testcase = env.get("TESTCASE", "transfer")
         if self.testcase not in TESTCASES:
             raise Unsupported(f"TESTCASE={self.testcase} unsupported ({', '.join(TESTCASES)})")
+        if env.get("LL_DIRECTION", "download") != "download":
+            raise Unsupported(f"LL_DIRECTION={env['LL_DIRECTION']} unsupported (the aioquic endpoint: downloads only)")
         self.cc_spec = env.get("LL_CC", "newreno")
         iw = env.get("LL_INITIAL_WINDOW")
         if iw and int(iw) != FIXED_INITIAL_WINDOW:

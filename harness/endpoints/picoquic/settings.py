@@ -118,6 +118,8 @@ def load(env: dict[str, str] | None = None) -> Settings:
     testcase = env.get("TESTCASE", "transfer")
     if testcase not in TESTCASES:
         raise Unsupported(f"picoquic endpoint: TESTCASE={testcase!r} unsupported")
+    if env.get("LL_DIRECTION", "download") != "download":
+        raise Unsupported(f"picoquic endpoint: LL_DIRECTION={env['LL_DIRECTION']!r} unsupported (downloads only)")
     if env.get("LL_INITIAL_WINDOW"):
         raise Unsupported(
             "picoquic endpoint: LL_INITIAL_WINDOW unsupported; picoquic's initial window is the "

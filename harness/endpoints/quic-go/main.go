@@ -76,6 +76,9 @@ func parseSettings() settings {
 	default:
 		unsupported("unsupported TESTCASE %q", s.testcase)
 	}
+	if d := os.Getenv("LL_DIRECTION"); d != "" && d != "download" {
+		unsupported("LL_DIRECTION=%q unsupported (downloads only)", d)
+	}
 
 	// quic-go hard-wires its sender to Reno mode (the CUBIC code path is internal
 	// and unreachable through the public API).

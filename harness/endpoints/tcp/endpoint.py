@@ -82,6 +82,8 @@ class Settings:
         self.testcase = env.get("TESTCASE", "transfer")
         if self.testcase not in TESTCASES:
             raise Unsupported(f"TESTCASE={self.testcase} unsupported ({', '.join(TESTCASES)})")
+        if env.get("LL_DIRECTION", "download") != "download":
+            raise Unsupported(f"LL_DIRECTION={env['LL_DIRECTION']} unsupported (downloads only)")
         self.cc_spec = env.get("LL_CC", "cubic")
         self.cc = kernel_cc(self.cc_spec)
         iw = env.get("LL_INITIAL_WINDOW")

@@ -1,6 +1,8 @@
 //! HTTP/0.9 over QUIC ("hq-interop", the QUIC Interop Runner's protocol): the
 //! client sends `GET /NAME\r\n` and FIN on a new bidirectional stream, the server
-//! answers with the file's bytes and FIN.
+//! answers with the file's bytes and FIN. An upload (LL_DIRECTION=upload, ours) is
+//! the mirror: `PUT /NAME\r\n`, the file's bytes and FIN; the server stores them and
+//! answers with FIN alone once it has them all.
 
 use std::path::{Path, PathBuf};
 
@@ -52,6 +54,11 @@ impl Request {
         format!("GET /{}\r\n", self.name).into_bytes()
     }
 
+    /// The line that starts an upload; the file's bytes follow it on the stream.
+    pub fn put_line(&self) -> Vec<u8> {
+        format!("PUT /{}\r\n", self.name).into_bytes()
+    }
+
     /// Where the client stores the response.
     pub fn download_path(&self, downloads: &Path) -> PathBuf {
         downloads.join(&self.name)
@@ -95,6 +102,28 @@ pub fn parse_request(buf: &[u8], fin: bool) -> Result<Option<String>, String> {
     Ok(Some(name))
 }
 
+/// Parses an upload's first line once `buf` holds it: the name and where the body
+/// starts. The line must end in LF (the body follows it); None while it has not.
+pub fn parse_upload(buf: &[u8]) -> Result<Option<(String, usize)>, String> {
+    let Some(end) = buf.iter().position(|&b| b == b'\n') else {
+        return if buf.len() > MAX_REQUEST_LINE {
+            Err("request line too long".into())
+        } else {
+            Ok(None)
+        };
+    };
+    let line =
+        std::str::from_utf8(&buf[..end]).map_err(|_| "request line is not UTF-8".to_string())?;
+    let line = line.trim_end_matches('\r').trim();
+    let path = line
+        .strip_prefix("PUT ")
+        .ok_or_else(|| format!("not a PUT request: {line:?}"))?
+        .trim();
+    let name = path.strip_prefix('/').unwrap_or(path).to_string();
+    check_name(&name)?;
+    Ok(Some((name, end + 1)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,5 +150,18 @@ mod tests {
         );
         assert!(parse_request(b"GET /../x\r\n", false).is_err());
         assert!(parse_request(b"PUT /x\r\n", false).is_err());
+    }
+
+    #[test]
+    fn upload_parsing() {
+        assert_eq!(parse_upload(b"PUT /a").unwrap(), None);
+        assert_eq!(
+            parse_upload(b"PUT /a\r\nxyz").unwrap(),
+            Some(("a".into(), 8))
+        );
+        assert!(parse_upload(b"GET /a\r\n").is_err());
+        assert!(parse_upload(b"PUT /../x\r\n").is_err());
+        let r = Request::from_url("https://h:1/f").unwrap();
+        assert_eq!(r.put_line(), b"PUT /f\r\n");
     }
 }

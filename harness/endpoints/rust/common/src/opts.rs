@@ -71,6 +71,9 @@ pub struct Opts {
     pub flow_window: u64,
     pub applog: Option<PathBuf>,
     pub timeout: Option<Duration>,
+    /// LL_DIRECTION=upload: the client sends each object (`PUT /NAME`), the server
+    /// stores it; false is a download.
+    pub upload: bool,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -140,6 +143,15 @@ impl Opts {
         if initial_window == Some(0) {
             return Err(Failure::Unsupported("LL_INITIAL_WINDOW=0 packets".into()));
         }
+        let upload = match var("LL_DIRECTION").as_deref().unwrap_or("download") {
+            "download" => false,
+            "upload" => true,
+            other => {
+                return Err(Failure::Unsupported(format!(
+                    "LL_DIRECTION={other:?}: download or upload"
+                )))
+            }
+        };
         let timeout = number::<f64>("LL_TIMEOUT_S")?
             .filter(|s| *s > 0.0)
             .map(Duration::from_secs_f64);
@@ -162,6 +174,7 @@ impl Opts {
             flow_window: number("LL_FLOW_WINDOW")?.unwrap_or(DEFAULT_FLOW_WINDOW),
             applog: var("LL_APPLOG").map(PathBuf::from),
             timeout,
+            upload,
         })
     }
 

@@ -99,6 +99,7 @@ fn opts(c: &config::Config, role: Role, dir: &str) -> Opts {
         flow_window: c.flow_window,
         applog: Some(d.join("app.ndjson")),
         timeout: None,
+        upload: false,
     }
 }
 

@@ -1,6 +1,8 @@
 //! The client: one connection to the server of REQUESTS, requests in turn
 //! (transfer), all at once (multiplexing) or in turn with LL_THINK_MS pauses
-//! (appidle); each response is written to LL_DOWNLOADS/NAME.
+//! (appidle); each response is written to LL_DOWNLOADS/NAME. In an upload
+//! (LL_DIRECTION=upload) each request sends LL_WWW/NAME instead, and the server's
+//! FIN says it has the whole object.
 //!
 //! tquic's handler sees stream events; the loop in `fetch_all` owns the
 //! schedule's clock (think time, linger, close), so both share `Progress`.
@@ -24,9 +26,18 @@ use crate::Setup;
 /// How long to wait for the close to be acknowledged before exiting anyway.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
-struct Download {
-    file: BufWriter<File>,
-    received: u64,
+/// One request in progress.
+enum Request {
+    Download {
+        file: BufWriter<File>,
+        received: u64,
+    },
+    /// The PUT line and the object, how much of it tquic has taken, the object's size.
+    Upload {
+        data: Bytes,
+        taken: usize,
+        size: u64,
+    },
 }
 
 /// What the handler and the loop share.
@@ -36,7 +47,7 @@ struct Progress {
     /// Why the connection closed, once it has.
     closed: Option<String>,
     next: usize,
-    active: HashMap<u64, Download>,
+    active: HashMap<u64, Request>,
     /// appidle: the end of the current think time.
     idle_until: Option<Instant>,
     last_stream: u64,
@@ -53,18 +64,12 @@ impl Client {
     /// Writes what arrived on `stream`; a FIN completes its request.
     fn read(&self, conn: &mut Connection, stream: u64, p: &mut Progress) -> std::io::Result<()> {
         let mut buf = vec![0u8; 64 * 1024];
-        let Some(d) = p.active.get_mut(&stream) else {
-            while let Ok((n, fin)) = conn.stream_read(stream, &mut buf) {
-                if fin || n == 0 {
-                    break;
-                }
-            }
-            return Ok(());
-        };
         let mut fin = false;
         while let Ok((n, f)) = conn.stream_read(stream, &mut buf) {
-            d.file.write_all(&buf[..n])?;
-            d.received += n as u64;
+            if let Some(Request::Download { file, received }) = p.active.get_mut(&stream) {
+                file.write_all(&buf[..n])?;
+                *received += n as u64;
+            }
             if f {
                 fin = true;
                 break;
@@ -73,10 +78,15 @@ impl Client {
                 break;
             }
         }
-        if fin {
-            let mut d = p.active.remove(&stream).expect("present above");
-            d.file.flush()?;
-            self.setup.applog.event("request_done", stream, d.received);
+        if fin && p.active.contains_key(&stream) {
+            match p.active.remove(&stream).expect("present above") {
+                Request::Download { mut file, received } => {
+                    file.flush()?;
+                    self.setup.applog.event("request_done", stream, received);
+                }
+                // The server answers an upload once it has every byte.
+                Request::Upload { size, .. } => self.setup.applog.request_done(stream, size, true),
+            }
             p.last_stream = stream;
             let opts = &self.setup.opts;
             if opts.testcase == Testcase::Appidle && p.next < opts.requests.len() {
@@ -119,7 +129,13 @@ impl TransportHandler for Client {
         }
     }
 
-    fn on_stream_writable(&mut self, _conn: &mut Connection, _stream: u64) {}
+    fn on_stream_writable(&mut self, conn: &mut Connection, stream: u64) {
+        let progress = self.progress.clone();
+        let mut p = progress.borrow_mut();
+        if let Err(e) = pump(conn, stream, &mut p) {
+            p.failed = Some(e);
+        }
+    }
 
     fn on_stream_closed(&mut self, _conn: &mut Connection, _stream: u64) {}
 
@@ -143,25 +159,60 @@ fn start_requests(setup: &Setup, conn: &mut Connection, p: &mut Progress) -> Res
         }
         let stream = 4 * p.next as u64; // client-initiated bidirectional
         let request = &opts.requests[p.next];
-        match conn.stream_write(stream, Bytes::from(request.line()), true) {
-            Ok(_) => {}
-            // The peer's stream limit: the next request waits for credit.
-            Err(tquic::Error::StreamLimitError) | Err(tquic::Error::Done) => break,
-            Err(e) => return Err(Failure::Fatal(format!("request {}: {e:?}", request.name))),
+        if opts.upload {
+            let path = opts.www.join(&request.name);
+            let body = std::fs::read(&path)
+                .map_err(|e| Failure::Fatal(format!("{}: {e}", path.display())))?;
+            let size = body.len() as u64;
+            let data = Bytes::from([request.put_line(), body].concat());
+            // Opens the stream (at the peer's stream limit the request waits for credit).
+            match conn.stream_write(stream, Bytes::new(), false) {
+                Ok(_) => {}
+                Err(tquic::Error::StreamLimitError) | Err(tquic::Error::Done) => break,
+                Err(e) => return Err(Failure::Fatal(format!("request {}: {e:?}", request.name))),
+            }
+            setup.applog.event("request_start", stream, size);
+            p.active.insert(
+                stream,
+                Request::Upload {
+                    data,
+                    taken: 0,
+                    size,
+                },
+            );
+            pump(conn, stream, p).map_err(Failure::Fatal)?;
+        } else {
+            match conn.stream_write(stream, Bytes::from(request.line()), true) {
+                Ok(_) => {}
+                // The peer's stream limit: the next request waits for credit.
+                Err(tquic::Error::StreamLimitError) | Err(tquic::Error::Done) => break,
+                Err(e) => return Err(Failure::Fatal(format!("request {}: {e:?}", request.name))),
+            }
+            setup.applog.event("request_start", stream, 0);
+            let file = File::create(request.download_path(&opts.downloads))?;
+            let file = BufWriter::new(file);
+            p.active
+                .insert(stream, Request::Download { file, received: 0 });
         }
-        setup.applog.event("request_start", stream, 0);
-        let file = File::create(request.download_path(&opts.downloads))?;
-        p.active.insert(
-            stream,
-            Download {
-                file: BufWriter::new(file),
-                received: 0,
-            },
-        );
         p.next += 1;
         opened = true;
     }
     Ok(opened)
+}
+
+/// Hands tquic as much of an upload as it takes now; the FIN goes with the last byte.
+fn pump(conn: &mut Connection, stream: u64, p: &mut Progress) -> Result<(), String> {
+    let Some(Request::Upload { data, taken, .. }) = p.active.get_mut(&stream) else {
+        return Ok(());
+    };
+    while *taken < data.len() {
+        match conn.stream_write(stream, data.slice(*taken..), true) {
+            Ok(0) | Err(tquic::Error::Done) => break,
+            Ok(n) => *taken += n,
+            Err(e) => return Err(format!("upload on stream {stream}: {e:?}")),
+        }
+    }
+    Ok(())
 }
 
 fn smoothed_rtt(conn: &mut Connection, local: SocketAddr, server: SocketAddr) -> Duration {
@@ -171,7 +222,9 @@ fn smoothed_rtt(conn: &mut Connection, local: SocketAddr, server: SocketAddr) ->
 
 pub fn fetch_all(setup: Setup) -> Result<(), Failure> {
     let opts = &setup.opts;
-    std::fs::create_dir_all(&opts.downloads)?;
+    if !opts.upload {
+        std::fs::create_dir_all(&opts.downloads)?;
+    }
     let server = opts.server_addr()?;
     let socket = Rc::new(Socket::bind(Opts::any_local_for(server))?);
     let config = setup.config()?;

@@ -4,9 +4,14 @@
 //! request_done is logged when tquic closes the stream: it does so only once the
 //! request was read and every byte and the FIN of the reply were acknowledged,
 //! so "closed after a complete reply" is the acknowledgement.
+//!
+//! In an upload (LL_DIRECTION=upload) a stream carries `PUT /NAME` and the object:
+//! the body goes to LL_DOWNLOADS/NAME, and at its FIN the server logs request_done
+//! (bytes received) and answers with FIN alone.
 
 use std::collections::HashMap;
-use std::io::Write;
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -24,6 +29,13 @@ enum Exchange {
     Reply { data: Bytes, taken: usize },
     /// Everything and the FIN are queued; waiting for the peer's acknowledgement.
     Queued { size: u64 },
+    /// An upload's body being written to its file.
+    Receiving {
+        file: BufWriter<File>,
+        received: u64,
+    },
+    /// An upload stored and answered.
+    Stored,
 }
 
 struct Server {
@@ -91,6 +103,63 @@ impl Server {
     }
 }
 
+impl Server {
+    /// An upload's bytes: the PUT line opens LL_DOWNLOADS/NAME, the rest goes into
+    /// it, and the FIN stores it and is answered with FIN alone.
+    fn receive(&mut self, conn: &mut Connection, stream: u64) -> Result<(), String> {
+        let key = Self::key(conn, stream);
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let (n, fin) = match conn.stream_read(stream, &mut buf) {
+                Ok(got) => got,
+                Err(tquic::Error::Done) => return Ok(()),
+                Err(e) => return Err(format!("{e:?}")),
+            };
+            let mut body = &buf[..n];
+            let entry = self
+                .exchanges
+                .entry(key)
+                .or_insert_with(|| Exchange::Request(Vec::new()));
+            if let Exchange::Request(line) = entry {
+                line.extend_from_slice(body);
+                let Some((name, start)) = hq::parse_upload(line)? else {
+                    if fin {
+                        return Err("FIN before the PUT line ended".into());
+                    }
+                    continue;
+                };
+                let path = self.setup.opts.downloads.join(&name);
+                let file = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let rest = line[start..].to_vec();
+                self.setup.applog.event("request_start", stream, 0);
+                *entry = Exchange::Receiving {
+                    file: BufWriter::new(file),
+                    received: 0,
+                };
+                if let Exchange::Receiving { file, received } = entry {
+                    file.write_all(&rest).map_err(|e| e.to_string())?;
+                    *received += rest.len() as u64;
+                }
+                body = &[];
+            }
+            if let Exchange::Receiving { file, received } = entry {
+                file.write_all(body).map_err(|e| e.to_string())?;
+                *received += body.len() as u64;
+                if fin {
+                    file.flush().map_err(|e| e.to_string())?;
+                    self.setup.applog.event("request_done", stream, *received);
+                    *entry = Exchange::Stored;
+                    conn.stream_write(stream, Bytes::new(), true)
+                        .map_err(|e| format!("{e:?}"))?;
+                }
+            }
+            if fin || n == 0 {
+                return Ok(());
+            }
+        }
+    }
+}
+
 impl TransportHandler for Server {
     fn on_conn_created(&mut self, conn: &mut Connection) {
         if let Err(e) = self.setup.instrument(conn) {
@@ -127,6 +196,14 @@ impl TransportHandler for Server {
     fn on_stream_created(&mut self, _conn: &mut Connection, _stream: u64) {}
 
     fn on_stream_readable(&mut self, conn: &mut Connection, stream: u64) {
+        if self.setup.opts.upload {
+            if let Err(e) = self.receive(conn, stream) {
+                eprintln!("server: upload on stream {stream}: {e}");
+                self.exchanges.remove(&Self::key(conn, stream));
+                let _ = conn.stream_shutdown(stream, tquic::Shutdown::Read, 0x10);
+            }
+            return;
+        }
         let key = Self::key(conn, stream);
         let mut buf = [0u8; 4096];
         let mut fin = false;

@@ -1,0 +1,89 @@
+"""Uploads (issue 20): the client's sender judged. The QUIC client runs on the link's
+server side so the data still crosses it s2c, and everything downstream of the run
+(ground truth, capture, the sender's trace) reads it as it reads a download."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import skip_or_fail
+from harness import endpoints
+from harness.observe import qlog
+from harness.run import Target, mode_for
+from harness.schedule import TransferPlan
+from harness.testbed.contract import EndpointOptions, contract_env
+from harness.virtual import RealTimeOnly
+
+CLI = [sys.executable, "-m", "harness.cli"]
+
+
+def test_a_plan_names_its_direction():
+    assert TransferPlan().direction == "download"
+    with pytest.raises(ValueError, match="download, upload"):
+        TransferPlan(direction="sideways")
+    assert contract_env(EndpointOptions(), TransferPlan(direction="upload"))["LL_DIRECTION"] == "upload"
+    assert "LL_DIRECTION" not in contract_env(EndpointOptions(), TransferPlan())
+
+
+def test_an_upload_target_is_named_and_runs_in_real_time():
+    quinn, tquic = endpoints.load("quinn"), endpoints.load("tquic")
+    up = Target(quinn, quinn.resolve_cc("cubic"), direction="upload")
+    assert (up.id, up.sender_id) == ("quinn-cubic-upload", "quinn-cubic")
+    assert Target(quinn, quinn.resolve_cc("cubic"), tquic, "upload").id == "quinn-cubic-upload-to-tquic"
+    plan = TransferPlan(direction="upload")
+    assert mode_for(up, plan, "auto") == "real"
+    with pytest.raises(RealTimeOnly, match="upload"):
+        mode_for(up, plan, "virtual")
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--impl", "tquic", "--direction", "upload", "--client", "quinn"], "--client: in an upload --impl is that end"),
+    (["--impl", "tquic", "--server", "quinn"], "--server: in a download --impl is that end"),
+    (["--impl", "tquic", "--direction", "upload", "--mode", "virtual"], "upload runs in real time"),
+])
+def test_bad_upload_options_are_one_clear_line(args, needle, tmp_path):
+    r = subprocess.run([*CLI, "transfer", *args, "--rate", "10mbit", "--rtt", "20ms", "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("stack", ["aioquic", "picoquic", "quic-go", "quiche", "quinn", "tcp"])
+def test_a_stack_without_uploads_refuses_them_the_contracts_way(stack, tmp_path):
+    """Exit 127 with one line: the harness then reports the case unsupported, never a
+    download passed off as an upload."""
+    s = endpoints.load(stack)
+    if not s.is_built():
+        skip_or_fail(f"{stack} is not built; run `make setup`")
+    env = {"ROLE": "client", "TESTCASE": "transfer", "LL_DIRECTION": "upload", "REQUESTS": "https://127.0.0.1:9/x",
+           "LL_WWW": str(tmp_path), "LL_DOWNLOADS": str(tmp_path), "LL_CERTS": str(tmp_path),
+           "LL_PYTHON": sys.executable, "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([str(s.run)], env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert r.returncode == 127 and "LL_DIRECTION" in r.stderr, (r.returncode, r.stderr)
+
+
+@pytest.mark.netns
+def test_a_tquic_client_uploads_through_a_lossy_link(netns_ready, tmp_path):
+    if not endpoints.load("tquic").is_built():
+        skip_or_fail("tquic is not built; run `make setup`")
+    out = tmp_path / "up"
+    r = subprocess.run([*CLI, "transfer", "--impl", "tquic", "--direction", "upload", "--bytes", "1MB",
+                        "--rate", "20mbit", "--rtt", "40ms", "--loss", "0.01", "--out", str(out)],
+                       capture_output=True, text=True, timeout=180, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "(upload)" in r.stdout
+    result = json.loads((out / "result.json").read_text())
+    assert result["ok"] and result["direction"] == "upload" and result["bytes"] == 1_000_000
+    # The QUIC server listens on the link's client side; the sender's files are on the server side.
+    assert result["transfer"]["listener"] == "client" and result["transfer"]["addr"] == "198.18.0.1"
+    sender = [json.loads(line) for line in (out / "server" / "app.ndjson").read_text().splitlines()]
+    assert [e["bytes"] for e in sender if e.get("event") == "request_start"] == [1_000_000]
+    done = [e for e in sender if e.get("event") == "request_done"]
+    assert len(done) == 1 and done[0]["bytes"] == 1_000_000 and done[0].get("acked", True), done
+    traces = qlog.read_run(out, "tquic")
+    (trace,) = traces["server"]
+    assert trace.notes and len(trace.events) > 500
+    assert list((out / "report").glob("tquic-client-cwnd.png"))
