@@ -189,7 +189,7 @@ def cmd_transfer(a: argparse.Namespace) -> int:
             result = bed.transfer(stack, plan, opts, peer=peer)
     if result.ok:
         role = "server" if a.direction == "upload" else "client"
-        pair = (" (upload)" if a.direction == "upload" else "") + (f" to a {peer.name} {role}" if result.peer_stack else "")
+        pair = (" (upload)" if a.direction == "upload" else "") + (f" to {peer.name}'s {role}" if result.peer_stack else "")
         print(f"{stack.name} {a.cc or stack.default_cc}{pair}: {result.bytes} bytes in {result.duration_s:.3f} s, "
               f"goodput {result.goodput_bps / 1e6:.2f} Mbit/s; artifacts in {a.out}")
         from harness.report.outputs import write_observation

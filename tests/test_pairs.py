@@ -99,7 +99,7 @@ def test_a_tquic_server_sends_to_a_quinn_client(netns_ready, tmp_path):
                         "20mbit", "--rtt", "40ms", "--loss", "0.01", "--out", str(out)],
                        capture_output=True, text=True, timeout=180, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "to a quinn client" in r.stdout
+    assert "to quinn's client" in r.stdout
     result = json.loads((out / "result.json").read_text())
     assert result["ok"] and result["peer_stack"] == "quinn" and result["stack"] == "tquic"
     versions = {side: json.loads((out / side / "app.ndjson").read_text().splitlines()[0])["stack"]

@@ -17,6 +17,10 @@ from harness.run import Target, mode_for
 from harness.schedule import TransferPlan
 from harness.testbed.contract import EndpointOptions, contract_env
 from harness.virtual import RealTimeOnly
+from rust_endpoints import ENDPOINTS, Pair, applog_records, check_transfer, run_pair
+
+#: The endpoints that upload (docs/endpoints.md, LL_DIRECTION).
+UPLOADERS = ("aioquic", "tquic")
 
 CLI = [sys.executable, "-m", "harness.cli"]
 
@@ -51,7 +55,7 @@ def test_bad_upload_options_are_one_clear_line(args, needle, tmp_path):
     assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize("stack", ["aioquic", "picoquic", "quic-go", "quiche", "quinn", "tcp"])
+@pytest.mark.parametrize("stack", ["picoquic", "quic-go", "quiche", "quinn", "tcp"])
 def test_a_stack_without_uploads_refuses_them_the_contracts_way(stack, tmp_path):
     """Exit 127 with one line: the harness then reports the case unsupported, never a
     download passed off as an upload."""
@@ -87,3 +91,26 @@ def test_a_tquic_client_uploads_through_a_lossy_link(netns_ready, tmp_path):
     (trace,) = traces["server"]
     assert trace.notes and len(trace.events) > 500
     assert list((out / "report").glob("tquic-client-cwnd.png"))
+
+
+@pytest.mark.parametrize("client,server", [(c, s) for c in UPLOADERS for s in UPLOADERS])
+def test_uploads_between_the_endpoints_that_have_them(client, server, tmp_path):
+    """Each uploading endpoint against itself and the other (over 127.0.0.1): every
+    object arrives whole in the server's LL_DOWNLOADS, the client logs each
+    object's size at request_start and request_done, the server what it stored."""
+    for name in {client, server}:
+        if not endpoints.load(name).is_built():
+            skip_or_fail(f"{name} is not built; run `make setup`")
+    pair = Pair(tmp_path)
+    for i in range(3):
+        pair.add_file(f"u{i}.bin", 300_000 + 7 * i)
+    run_pair(pair, ENDPOINTS / server / "run", ENDPOINTS / client / "run", testcase="multiplexing",
+             common={"LL_DIRECTION": "upload", "LL_DOWNLOADS": str(pair.downloads), "LL_PYTHON": sys.executable},
+             client_env={"LL_WWW": str(pair.www)})
+    check_transfer(pair, require_acked=False)
+    sizes = sorted(300_000 + 7 * i for i in range(3))
+    client_log = applog_records(pair.client.applog)
+    for event in ("request_start", "request_done"):
+        assert sorted(r["bytes"] for r in client_log if r.get("event") == event) == sizes, client_log
+    stored = [r["bytes"] for r in applog_records(pair.server.applog) if r.get("event") == "request_done"]
+    assert sorted(stored) == sizes

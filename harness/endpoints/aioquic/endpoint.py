@@ -123,8 +123,9 @@ class Settings:
         self.testcase = env.get("TESTCASE", "transfer")
         if self.testcase not in TESTCASES:
             raise Unsupported(f"TESTCASE={self.testcase} unsupported ({', '.join(TESTCASES)})")
-        if env.get("LL_DIRECTION", "download") != "download":
-            raise Unsupported(f"LL_DIRECTION={env['LL_DIRECTION']} unsupported (the aioquic endpoint: downloads only)")
+        self.upload = env.get("LL_DIRECTION", "download") == "upload"
+        if env.get("LL_DIRECTION", "download") not in ("download", "upload"):
+            raise Unsupported(f"LL_DIRECTION={env['LL_DIRECTION']} unsupported (download or upload)")
         self.cc_spec = env.get("LL_CC", "newreno")
         iw = env.get("LL_INITIAL_WINDOW")
         if iw and int(iw) != FIXED_INITIAL_WINDOW:
@@ -195,8 +196,14 @@ def server_protocol_class(s: Settings, applog: AppLog):
             super().__init__(*args, **kwargs)
             self._requests: dict[int, bytes] = {}
             self._sending: dict[int, tuple[object, int]] = {}
+            # Uploads: stream → [open file, bytes stored].
+            self._storing: dict[int, list] = {}
 
         def quic_event_received(self, event) -> None:
+            if s.upload:
+                if isinstance(event, StreamDataReceived):
+                    self._store(event)
+                return
             if isinstance(event, StreamDataReceived) and event.stream_id not in self._sending:
                 buf = self._requests.get(event.stream_id, b"") + event.data
                 self._requests[event.stream_id] = buf
@@ -217,6 +224,34 @@ def server_protocol_class(s: Settings, applog: AppLog):
             # Private but pinned (1.7.2): the stream object tells when every byte
             # and the FIN are acknowledged, which is when the server's data is gone.
             self._sending[stream_id] = (self._quic._streams[stream_id], len(data))
+
+        def _store(self, event) -> None:
+            """An upload: the PUT line opens LL_DOWNLOADS/NAME, the rest of the stream
+            is its body, and at the FIN the server answers with FIN alone."""
+            sid, data = event.stream_id, event.data
+            if sid not in self._storing:
+                buf = self._requests.get(sid, b"") + data
+                if b"\n" not in buf and not event.end_stream:
+                    self._requests[sid] = buf
+                    return
+                self._requests.pop(sid, None)
+                line, _, data = buf.partition(b"\n")
+                parts = line.decode("ascii", "replace").split()
+                name = parts[1].lstrip("/") if len(parts) >= 2 and parts[0] == "PUT" else ""
+                if not name or "/" in name or name in (".", ".."):
+                    print(f"aioquic server: bad upload {line!r}", file=sys.stderr)
+                    self._quic.reset_stream(sid, 1)
+                    return
+                s.downloads.mkdir(parents=True, exist_ok=True)
+                self._storing[sid] = [open(s.downloads / name, "wb"), 0]
+                applog.event("request_start", stream=sid, bytes=0)
+            store = self._storing[sid]
+            store[0].write(data)
+            store[1] += len(data)
+            if event.end_stream:
+                store[0].close()
+                applog.event("request_done", stream=sid, bytes=store[1])
+                self._quic.send_stream_data(sid, b"", end_stream=True)
 
         def datagram_received(self, data, addr) -> None:
             super().datagram_received(data, addr)
@@ -270,23 +305,40 @@ def client_protocol_class():
             size = await done
             applog.event("request_done", stream=stream_id, bytes=size)
 
+        async def upload(self, name: str, source: Path, applog: AppLog) -> None:
+            """Sends PUT /name and the bytes of source on a new stream; done when the
+            server's FIN says it has them all."""
+            stream_id = self._quic.get_next_available_stream_id()
+            body = source.read_bytes()
+            done = self._loop.create_future()
+            self._pending[stream_id] = (done, None, [0])
+            applog.event("request_start", stream=stream_id, bytes=len(body))
+            self._quic.send_stream_data(stream_id, f"PUT /{name}\r\n".encode() + body, end_stream=True)
+            self.transmit()
+            await done
+            applog.event("request_done", stream=stream_id, bytes=len(body))
+
         def quic_event_received(self, event) -> None:
             if isinstance(event, StreamDataReceived) and event.stream_id in self._pending:
                 done, fp, count = self._pending[event.stream_id]
-                fp.write(event.data)
+                if fp is not None:
+                    fp.write(event.data)
                 count[0] += len(event.data)
                 if event.end_stream:
-                    fp.close()
+                    if fp is not None:
+                        fp.close()
                     del self._pending[event.stream_id]
                     done.set_result(count[0])
             elif isinstance(event, StreamReset) and event.stream_id in self._pending:
                 done, fp, _ = self._pending.pop(event.stream_id)
-                fp.close()
+                if fp is not None:
+                    fp.close()
                 done.set_exception(ConnectionError(f"stream {event.stream_id} reset "
                                                    f"by the server ({event.error_code})"))
             elif isinstance(event, ConnectionTerminated):
                 for done, fp, _ in self._pending.values():
-                    fp.close()
+                    if fp is not None:
+                        fp.close()
                     done.set_exception(ConnectionError(f"connection closed: {event.reason_phrase}"))
                 self._pending.clear()
 
@@ -314,15 +366,21 @@ async def run_client(s: Settings, applog: AppLog, config) -> None:
         proto.connect(addr)
         await proto.wait_connected()
 
+        def one(name: str):
+            """The request for `name`: a download to LL_DOWNLOADS, or an upload from LL_WWW."""
+            if s.upload:
+                return proto.upload(name, s.www / name, applog)
+            return proto.fetch(name, s.downloads / name, applog)
+
         if s.testcase == "multiplexing":
-            await asyncio.gather(*(proto.fetch(n, s.downloads / n, applog) for n in names))
+            await asyncio.gather(*(one(n) for n in names))
         else:
             for i, name in enumerate(names):
                 if i and s.testcase == "appidle":
                     applog.event("idle_start")
                     await asyncio.sleep(s.think_s)
                     applog.event("idle_end")
-                await proto.fetch(name, s.downloads / name, applog)
+                await one(name)
         # A PING whose ACK comes back proves the server saw our ACK of its last
         # bytes (aioquic would otherwise close with that ACK still delayed), so the
         # server's request_done marks real delivery.
