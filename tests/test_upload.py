@@ -114,3 +114,36 @@ def test_uploads_between_the_endpoints_that_have_them(client, server, tmp_path):
         assert sorted(r["bytes"] for r in client_log if r.get("event") == event) == sizes, client_log
     stored = [r["bytes"] for r in applog_records(pair.server.applog) if r.get("event") == "request_done"]
     assert sorted(stored) == sizes
+
+
+@pytest.mark.netns
+def test_an_uploads_capture_reads_by_the_link(netns_ready, tmp_path):
+    """In an upload the QUIC client sends from the link's server side: the wire view
+    (decrypted by QUIC role) names directions by the link, so the data is s2c and
+    enters the link on the server side, and the join with the ground truth aligns."""
+    from harness.cli import link_schedule
+    from harness.observe.groundtruth import read_log
+    from harness.observe.join import join_run
+    from harness.observe.wire import read_wire
+    from harness.testbed.topology import Testbed
+
+    tquic = endpoints.load("tquic")
+    if not tquic.is_built():
+        skip_or_fail("tquic is not built; run `make setup`")
+    with Testbed(link_schedule(20_000_000, 40_000, 0.03, None, 3), tmp_path) as bed:
+        result = bed.transfer(tquic, TransferPlan(sizes=(400_000,), direction="upload"), EndpointOptions())
+    assert result.ok, result.reason
+    gt = read_log(tmp_path / "link.ndjson")
+    assert gt.server_side_addrs() == {"198.19.0.1"}
+    view = read_wire(tmp_path / "pcap" / "server.pcap", [tmp_path / "server" / "keys.log"], gt.header["start_unix_ns"],
+                     server_addrs={result.transfer.addr}, server_side_addrs=gt.server_side_addrs())
+    view.check()
+    sent = [d for d in view.datagrams if d.src[0] == "198.19.0.1"]  # the uploading QUIC client's
+    assert len(sent) > 300 and all(d.direction == "s2c" and d.entered for d in sent)
+    assert all(d.direction == "c2s" and not d.entered for d in view.datagrams if d.src[0] == "198.18.0.1")
+    data = sum(f.length for d in sent for p in d.packets for f in p.frames if f.name == "stream")
+    assert data >= 400_000
+    j = join_run(tmp_path, "server", gt)
+    assert j.direction == "s2c" and len(j.packets) >= len(sent)
+    assert all(p.fate in ("delivered", "dropped") for p in j.packets)
+    assert any(p.fate == "dropped" for p in j.packets)  # 3% loss, 300+ datagrams

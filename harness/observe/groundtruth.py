@@ -7,6 +7,8 @@ emulator and its spec.
 
 from __future__ import annotations
 
+import itertools
+
 import dataclasses
 import json
 from dataclasses import dataclass
@@ -72,6 +74,12 @@ class GroundTruth:
     def __iter__(self):
         # Lets callers write `header, records, summary = read_log(path)`.
         return iter((self.header, self.records, self.summary))
+
+    def server_side_addrs(self) -> set[str]:
+        """The addresses packets leave the link's server side from (the sources of s2c
+        records): where the data's sender is, whichever QUIC role it has."""
+        sources = (r.flow.split(" ", 1)[-1].split(">", 1)[0].rsplit(":", 1)[0] for r in self.records if r.dir == "s2c")
+        return set(itertools.islice(sources, 256))  # one host per side: a few records tell
 
     def select(self, direction: str, proto: str | None = None, port: int | None = None) -> list[PacketRecord]:
         """Return records of ``direction`` matching ``proto`` and either ``port``, by fidx order."""

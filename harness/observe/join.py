@@ -98,7 +98,8 @@ def join_run(run_dir: str | Path, side: str = "server", gt: GroundTruth | None =
     Raises WireError (no capture, a key log that does not fit) or JoinError."""
     run_dir = Path(run_dir)
     gt = gt if gt is not None else read_log(run_dir / "link.ndjson")
-    view = read_wire(run_dir / "pcap" / f"{side}.pcap", [run_dir / side / "keys.log"], gt.header["start_unix_ns"])
+    view = read_wire(run_dir / "pcap" / f"{side}.pcap", [run_dir / side / "keys.log"], gt.header["start_unix_ns"],
+                     server_side_addrs=gt.server_side_addrs())
     return join(view, gt)
 
 

@@ -134,17 +134,23 @@ def no_cyclic_gc(fn):
 
 @no_cyclic_gc
 def read_wire(pcap: str | Path, keylogs: list[str | Path] | dict, start_unix_ns: int | None = None,
-              side: str | None = None, client_addrs=None, server_addrs=None) -> WireView:
+              side: str | None = None, client_addrs=None, server_addrs=None, server_side_addrs=None) -> WireView:
     """Decrypt one side's capture. `side` defaults to the file's stem; `start_unix_ns`
     (the ground-truth header's) to the first packet's time. The server's address is
     the run's (its record names the transfer's flow); without one, it is the
-    destination of the capture's first QUIC Initial, which only a client sends first."""
+    destination of the capture's first QUIC Initial, which only a client sends first.
+
+    Directions are the link's, as the ground truth names them: s2c leaves the link's
+    server side. `server_side_addrs` are that side's addresses when they are not the
+    QUIC server's (an upload, whose QUIC client sits on the server side): packets are
+    decrypted by their QUIC roles, then every direction is relabelled by the link."""
     keys, side = keylogs if isinstance(keylogs, dict) else read_keylog(*keylogs), side or Path(pcap).stem
     if side not in ("client", "server"):
         raise WireError(f"{pcap}: cannot tell the side from the name; pass side='client' or 'server'")
     if not server_addrs and not client_addrs:
         server_addrs = first_initial_destination(pcap)
-    dec = _Decoder(keys, set(client_addrs or ()), set(server_addrs or ()))
+    mirrored = bool(server_side_addrs) and set(server_side_addrs).isdisjoint(server_addrs or ())
+    dec = _Decoder(keys, set(client_addrs or ()), set(server_addrs or ()), mirrored)
     view = WireView(str(pcap), side, start_unix_ns or 0, [], [], [], [])
     try:
         for t_ns, data in iter_pcap(pcap):
@@ -157,7 +163,19 @@ def read_wire(pcap: str | Path, keylogs: list[str | Path] | dict, start_unix_ns:
     for ck in dec.state:
         ck.summarise(view)
     view.notes.extend(f"{n} {what}" for what, n in dec.problems.items())
+    if mirrored:
+        _relabel_by_link(view)
     return view
+
+
+def _relabel_by_link(view: WireView) -> None:
+    """Directions by the link instead of by QUIC role (read_wire's server_side_addrs):
+    each datagram's, and the per-direction facts of each connection."""
+    for d in view.datagrams:
+        d.direction = _OTHER[d.direction]
+    for c in view.connections:
+        for facts in (c.ack_delay_exponent, c.max_ack_delay_us):
+            facts["c2s"], facts["s2c"] = facts["s2c"], facts["c2s"]
 
 
 def first_initial_destination(pcap: str | Path) -> set[str]:
@@ -185,8 +203,11 @@ QUIC_V2 = 0x6B3343CF
 class _Decoder:
     """Connection tracking across one capture: who a packet belongs to."""
 
-    def __init__(self, keys, client_addrs, server_addrs):
+    def __init__(self, keys, client_addrs, server_addrs, mirrored: bool = False):
         self.keys, self.client_addrs, self.server_addrs = keys, client_addrs, server_addrs
+        #: The QUIC client is on the link's server side (an upload): what enters the
+        #: link from a side is what its QUIC role sends the other way.
+        self.mirrored = mirrored
         self.state: list[_ConnKeys] = []  # one per connection, in order of appearance
         self.by_cid: dict[str, dict] = {"c2s": {}, "s2c": {}}  # direction → DCID (empty: (addr, port)) → conn
         self.cid_lens: dict[str, list[int]] = {"c2s": [], "s2c": []}
@@ -203,7 +224,7 @@ class _Decoder:
         else:
             self.problems["captured packets with neither endpoint address (skipped)"] += 1
             return
-        entered = (direction == "c2s") == (view.side == "client")
+        entered = ((direction == "c2s") == (view.side == "client")) != self.mirrored
         if entered:
             view.ingress.append((t_ns, len(data)))
         src, dst, proto, hlen = ip

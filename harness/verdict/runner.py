@@ -137,8 +137,12 @@ class Observation:
         pcap, keys = self.out_dir / "pcap" / "server.pcap", self.out_dir / "server" / "keys.log"
         if not pcap.exists() or not keys.exists():
             raise Inconclusive(f"{self.target.id}: no server capture or key log in {self.out_dir}")
+        flow = self.transfer_flow
+        # An upload's QUIC server listens on the link's client side: directions are
+        # still the link's (s2c the data), so name that side's address too.
+        server_side = self.ground_truth.server_side_addrs() if flow.listener == "client" else None
         view = read_wire(pcap, [keys], self.ground_truth.header["start_unix_ns"],
-                         server_addrs={self.transfer_flow.addr})
+                         server_addrs={flow.addr}, server_side_addrs=server_side)
         if not view.connections:
             raise Inconclusive(f"{self.target.id}: no QUIC connection in {pcap}")
         try:
