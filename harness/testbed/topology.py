@@ -217,7 +217,11 @@ class Testbed:
         peer = peer if peer is not None and peer.name != stack.name else stack
         upload = plan.direction == "upload"
         if upload and plan.quic_flows > 1:
-            raise TestbedError("an upload runs one QUIC client; several competing flows are downloads only")
+            # Unsupported, as an endpoint's exit 127 is: the case is not judged.
+            self._flows = self.flows(stack, plan, SERVER_PORT)
+            return TransferResult(stack=stack.name, cc=opts.cc, ok=False, unsupported=True, bytes=0, duration_s=0.0,
+                                  reason=f"an upload runs one QUIC client; this plan has {plan.quic_flows} (downloads only)",
+                                  goodput_bps=0.0, out_dir=str(self.out), transfer=self._flows[0], direction="upload")
         # role → (its stack, the link side it runs on)
         self._ends = {"server": (peer if upload else stack, "client" if upload else "server"),
                       "client": (stack if upload else peer, "server" if upload else "client")}
