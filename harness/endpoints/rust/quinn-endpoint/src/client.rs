@@ -18,7 +18,9 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
 pub async fn fetch_all(setup: Arc<Setup>) -> Result<(), Failure> {
     let opts = &setup.opts;
-    std::fs::create_dir_all(&opts.downloads)?;
+    if !opts.upload {
+        std::fs::create_dir_all(&opts.downloads)?;
+    }
     let server = opts.server_addr()?;
     let socket = std::net::UdpSocket::bind(Opts::any_local_for(server))?;
     enlarge_socket_buffers(&socket);
@@ -92,8 +94,32 @@ async fn run_testcase(setup: &Arc<Setup>, conn: &Connection) -> Result<(), Failu
     Ok(())
 }
 
+/// An upload (LL_DIRECTION=upload): `PUT /NAME` and LL_WWW/NAME on a new stream;
+/// done when the server's FIN says it has it all. Returns the stream's ID.
+async fn upload(setup: &Setup, conn: &Connection, request: &Request) -> Result<u64, Failure> {
+    let path = setup.opts.www.join(&request.name);
+    let body = std::fs::read(&path).map_err(|e| Failure::Fatal(format!("{}: {e}", path.display())))?;
+    let (mut send, mut recv) = conn.open_bi().await.map_err(Failure::fatal)?;
+    let stream = u64::from(send.id());
+    setup.applog.event("request_start", stream, body.len() as u64);
+    send.write_all(&request.put_line()).await.map_err(Failure::fatal)?;
+    send.write_all(&body).await.map_err(Failure::fatal)?;
+    send.finish().map_err(Failure::fatal)?;
+    while recv
+        .read_chunk(usize::MAX, true)
+        .await
+        .map_err(|e| Failure::Fatal(format!("{}: {e}", request.name)))?
+        .is_some()
+    {}
+    setup.applog.request_done(stream, body.len() as u64, true);
+    Ok(stream)
+}
+
 /// One request on a new stream; returns the stream's ID.
 async fn fetch(setup: &Setup, conn: &Connection, request: &Request) -> Result<u64, Failure> {
+    if setup.opts.upload {
+        return upload(setup, conn, request).await;
+    }
     let (mut send, mut recv) = conn.open_bi().await.map_err(Failure::fatal)?;
     let stream = u64::from(send.id());
     setup.applog.event("request_start", stream, 0);

@@ -106,11 +106,6 @@ impl Setup {
 }
 
 fn run(opts: Opts) -> Result<(), Failure> {
-    if opts.upload {
-        return Err(Failure::Unsupported(
-            "the quinn endpoint does not implement LL_DIRECTION=upload yet".into(),
-        ));
-    }
     let setup = Arc::new(Setup::new(opts)?);
     setup.applog.version(
         STACK,

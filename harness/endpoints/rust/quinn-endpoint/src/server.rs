@@ -70,7 +70,46 @@ fn accept(
     Ok(())
 }
 
+/// An upload (LL_DIRECTION=upload): `PUT /NAME`, then the object to LL_DOWNLOADS/NAME;
+/// at its FIN the server answers with FIN alone.
+async fn store(setup: &Setup, mut send: SendStream, mut recv: RecvStream) -> Result<(), Failure> {
+    let stream = u64::from(send.id());
+    let mut head = Vec::new();
+    let (name, start) = loop {
+        let mut buf = [0u8; 1024];
+        match recv.read(&mut buf).await.map_err(Failure::fatal)? {
+            Some(n) => head.extend_from_slice(&buf[..n]),
+            None => return Err(Failure::Fatal("FIN before the PUT line ended".into())),
+        }
+        match hq::parse_upload(&head) {
+            Ok(Some(found)) => break found,
+            Ok(None) => continue,
+            Err(e) => {
+                let _ = recv.stop(1u32.into());
+                return Err(Failure::Fatal(e));
+            }
+        }
+    };
+    setup.applog.event("request_start", stream, 0);
+    let path = setup.opts.downloads.join(&name);
+    let mut file = std::io::BufWriter::new(std::fs::File::create(&path)?);
+    file.write_all(&head[start..])?;
+    let mut stored = (head.len() - start) as u64;
+    while let Some(chunk) = recv.read_chunk(usize::MAX, true).await.map_err(Failure::fatal)? {
+        file.write_all(&chunk.bytes)?;
+        stored += chunk.bytes.len() as u64;
+    }
+    file.flush()?;
+    setup.applog.event("request_done", stream, stored);
+    send.finish().map_err(Failure::fatal)?;
+    let _ = send.stopped().await;
+    Ok(())
+}
+
 async fn answer(setup: &Setup, mut send: SendStream, mut recv: RecvStream) -> Result<(), Failure> {
+    if setup.opts.upload {
+        return store(setup, send, recv).await;
+    }
     let stream = u64::from(send.id());
     let mut request = Vec::new();
     let name = loop {
