@@ -138,6 +138,27 @@ pub fn finish(result: Result<(), Failure>) -> ! {
     }
 }
 
+/// Every endpoint's `main`: reads the contract's environment, guards the process
+/// (SIGTERM ends a server well and a client cut short as a failure; LL_TIMEOUT_S),
+/// tightens timers, runs `run` and exits with the contract's status.
+pub fn run_endpoint(run: fn(crate::Opts) -> Result<(), Failure>) -> ! {
+    let opts = match crate::Opts::from_env() {
+        Ok(o) => o,
+        Err(e) => finish(Err(e)),
+    };
+    let on_term = match opts.role {
+        crate::Role::Server => || Ok(()),
+        crate::Role::Client => || {
+            Err(Failure::Fatal(
+                "terminated before every request completed".into(),
+            ))
+        },
+    };
+    guard_process(on_term, opts.timeout);
+    tight_timers();
+    finish(run(opts))
+}
+
 /// Takes over SIGTERM/SIGINT and LL_TIMEOUT_S for the whole process.
 ///
 /// Must run on the main thread before any other thread starts (the tokio runtime

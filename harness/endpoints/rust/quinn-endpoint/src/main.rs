@@ -126,19 +126,5 @@ fn run(opts: Opts) -> Result<(), Failure> {
 }
 
 fn main() {
-    let opts = match Opts::from_env() {
-        Ok(o) => o,
-        Err(e) => exit::finish(Err(e)),
-    };
-    let on_term = match opts.role {
-        Role::Server => || Ok(()),
-        Role::Client => || {
-            Err(Failure::Fatal(
-                "terminated before every request completed".into(),
-            ))
-        },
-    };
-    exit::guard_process(on_term, opts.timeout);
-    exit::tight_timers();
-    exit::finish(run(opts))
+    exit::run_endpoint(run)
 }
