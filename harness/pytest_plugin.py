@@ -209,7 +209,7 @@ def _targets(config: pytest.Config):
             stack = load(name)
         except StackError as e:
             raise pytest.UsageError(f"--impl: {e}") from None
-        peer = client if client is not None and client.name != stack.name else None
+        peer = client if client is not None and client.label != stack.label else None
         if cc:
             try:
                 targets.append(Target(stack, stack.resolve_cc(cc), peer, direction))
@@ -246,6 +246,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for table, strict in ((FINDINGS, True), (FLAKY_FINDINGS, False)):
             key = next((k for k in keys if k in table), None)
             if key:
+                # On a release other than the pinned one a finding may be fixed or not
+                # there yet: its absence is reported (XPASS), never a failure.
+                strict = strict and getattr(getattr(target, "stack", None), "release_dir", None) is None
                 item.add_marker(pytest.mark.xfail(strict=strict, reason=table[key]))
                 item.stash[FINDING] = (strict, table[key], SIGNATURES[key])
 

@@ -54,6 +54,14 @@ class Stack:
     #: A program and its arguments that replace `run` (harness/testbed/commands.py: an
     #: implementer's own build, with this stack's CC list and qlog dialect).
     command: tuple[str, ...] | None = None
+    #: A release other than the pinned one (harness.endpoints.releases): its installed files,
+    #: which the endpoint finds first (a Python stack: on PYTHONPATH).
+    release_dir: Path | None = None
+
+    @property
+    def label(self) -> str:
+        """The name, with the release where it is not the pinned one (aioquic@1.5.0)."""
+        return f"{self.name}@{self.version}" if self.release_dir else self.name
 
     @property
     def run(self) -> Path:
@@ -62,12 +70,22 @@ class Stack:
     @property
     def argv(self) -> list[str]:
         """What the harness starts inside a namespace."""
-        return list(self.command) if self.command else [str(self.run)]
+        if self.command:
+            return list(self.command)
+        return [str(self._release_program or self.run)]
+
+    @property
+    def _release_program(self) -> Path | None:
+        """A compiled release's own program (harness.endpoints.releases), if this is one."""
+        program = self.release_dir / "endpoint" if self.release_dir else None
+        return program if program is not None and program.exists() else None
 
     def is_built(self) -> bool:
         """Whether `make setup` produced what `run` needs (a command was checked when it was given)."""
         if self.command:
             return os.access(self.command[0], os.X_OK)
+        if self._release_program:
+            return os.access(self._release_program, os.X_OK)
         return self.run.exists() and (self.artifact is None or (self.directory / self.artifact).exists())
 
     def resolve_cc(self, cc: str | None) -> CongestionControl:
@@ -124,7 +142,10 @@ def import_path_cc(spec: str) -> CongestionControl:
 
 
 def load(name: str) -> Stack:
-    """The stack called `name`; StackError names the known ones if it is not one."""
+    """The stack called `name`, or one of its releases as `name@version` (installed
+    on first use, harness.endpoints.releases); StackError names the known ones if it is not one."""
+    if "@" in name:
+        return _load_release(name)
     if name not in STACKS:
         raise StackError(f"unknown stack {name!r}; known stacks: {', '.join(STACKS)}")
     directory = ENDPOINTS_DIR / name
@@ -154,6 +175,23 @@ def load(name: str) -> Stack:
         )
     except (KeyError, TypeError, json.JSONDecodeError) as e:
         raise StackError(f"{caps_path}: malformed capabilities ({e!r}); see docs/endpoints.md") from None
+
+
+def _load_release(spec: str) -> Stack:
+    """The pinned stack's capabilities, with the controllers the release ships."""
+    import dataclasses
+
+    from harness.endpoints import releases
+
+    name, version = releases.split(spec)
+    pinned = load(name)
+    if version == pinned.version:
+        return pinned
+    directory = releases.ensure(name, version, log=lambda m: print(f"longlook: {m}", file=sys.stderr))
+    ships = set(releases.record(name, version)["controllers"])
+    cc = {k: v for k, v in pinned.cc.items() if k in ships}
+    default = pinned.default_cc if pinned.default_cc in cc else next(iter(sorted(cc)), pinned.default_cc)
+    return dataclasses.replace(pinned, version=version, release_dir=directory, cc=cc, default_cc=default, mutants={})
 
 
 def available() -> list[Stack]:

@@ -33,12 +33,12 @@ class Target:
     @property
     def sender_id(self) -> str:
         """The judged sender alone: its findings hold whatever the peer and direction."""
-        return f"{self.stack.name}-{self.cc.name}".replace(":", "_")
+        return f"{self.stack.label}-{self.cc.name}".replace(":", "_")
 
     @property
     def id(self) -> str:
         return (self.sender_id + ("-upload" if self.direction == "upload" else "")
-                + (f"-to-{self.peer.name}" if self.peer else ""))
+                + (f"-to-{self.peer.label}" if self.peer else ""))
 
     @classmethod
     def parse(cls, stack: str, cc: str | None, peer: str | None = None, direction: str = "download") -> Target:

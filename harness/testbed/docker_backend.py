@@ -111,6 +111,13 @@ def load_for_run(name: str) -> Stack:
     StackError names the fix."""
     if name == KERNEL_BASELINE:
         return endpoints.load(name)
+    if "@" in name:
+        # A release other than the pinned one (harness.endpoints.releases) runs from its cache
+        # on this host; the images hold the pinned release.
+        if backend() == "docker" or os.environ.get(commands.IMPL_CMD_ENV):
+            raise StackError(f"{name}: a release from the cache runs with --backend local and no --impl-cmd "
+                             "(the images and a command hold their own build)")
+        return endpoints.load(name)
     if backend() == "docker":
         stack = load_stack(name)
     elif name in endpoints.STACKS:

@@ -123,7 +123,9 @@ class Testbed:
         # given by import path is importable inside the namespace. Not all of
         # sys.path: picoquic's endpoint runs another Python whose stdlib must win.
         full_env["LL_PYTHON"] = sys.executable
-        paths = [os.environ.get("PYTHONPATH", ""), str(REPO_ROOT), os.getcwd()]
+        # A release other than the pinned one comes first (harness.endpoints.releases).
+        release = [str(stack.release_dir)] if stack.release_dir else []
+        paths = [*release, os.environ.get("PYTHONPATH", ""), str(REPO_ROOT), os.getcwd()]
         full_env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
         # Only `env` says where qlog goes; an inherited QLOGDIR would defeat qlog=False.
         full_env.pop("QLOGDIR", None)
@@ -214,7 +216,7 @@ class Testbed:
         in an upload the QUIC client runs on the server side of the link and the
         QUIC server on the client side. Each side's files (qlog, keys, app log) are
         under the link side's directory; the objects arrive in client/downloads."""
-        peer = peer if peer is not None and peer.name != stack.name else stack
+        peer = peer if peer is not None and peer.label != stack.label else stack
         upload = plan.direction == "upload"
         if upload and plan.quic_flows > 1:
             # Unsupported, as an endpoint's exit 127 is: the case is not judged.
@@ -332,7 +334,7 @@ class Testbed:
             out_dir=str(self.out), client_rc=rc["client"], server_rc=rc["server"],
             client_cpu_s=cpu[0], server_cpu_s=cpu[1], wall_s=elapsed,
             transfer=self._flows[0], competitors=list(self._flows[1]),
-            peer_stack=next((st.name for st, side in ends.values() if st.name != stack.name), None),
+            peer_stack=next((st.name for st, side in ends.values() if st.label != stack.label), None),
             direction="upload" if ends["client"][1] == "server" else "download",
         )
         (self.out / "result.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")

@@ -237,8 +237,9 @@ class Runner:
             mode = mode_for(target, plan)
         except RealTimeOnly as e:  # --mode virtual asked for what only real time runs
             pytest.skip(f"real time only: {e}")
-        example = Example(nodeid, target.stack.name, target.cc.name, schedule, plan, timeout_s, mode,
-                          target.peer.name if target.peer else None)
+        # Labels (aioquic@1.5.0), so that a replay runs the same releases.
+        example = Example(nodeid, target.stack.label, target.cc.name, schedule, plan, timeout_s, mode,
+                          target.peer.label if target.peer else None)
         self.ledger(nodeid).modes.add(mode)
         out = self._next_dir(nodeid)
         record = example.to_json() | {"run": provenance(target.stack)}

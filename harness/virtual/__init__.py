@@ -38,7 +38,9 @@ class RealTimeOnly(Exception):
 
 
 def supports(stack_name: str) -> str | None:
-    """None if `stack_name` runs in virtual time, else the reason it does not."""
+    """None if `stack_name` (or a release of it, name@version) runs in virtual time,
+    else the reason it does not."""
+    stack_name = stack_name.partition("@")[0]
     if stack_name in SUPPORTED:
         return None
     why = WHY_NOT.get(stack_name, "its endpoint is a separate process that reads the real clock")
@@ -114,6 +116,12 @@ def transfer_with_stats(schedule: Schedule, out_dir: str | Path, stack, plan, op
         except rust.Unsupported as e:
             unsupported = str(e)
         # The stack runs in a child process: its CPU time is the children's.
+        cpu -= _children_cpu_s() - cpu_children
+    elif not unsupported and stack.release_dir:
+        from harness.virtual import release
+
+        cpu_children = _children_cpu_s()
+        stats = release.run(stack.release_dir, schedule, out, plan, opts, list(digests))
         cpu -= _children_cpu_s() - cpu_children
     elif not unsupported:
         stats = _run(schedule, out, plan, opts, list(digests))

@@ -18,7 +18,8 @@ from aioquic.buffer import Buffer
 from aioquic.quic import events as ev
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection
-from aioquic.quic.packet import QuicPacketType, pull_quic_header
+# PACKET_TYPE_INITIAL: an int before aioquic 1.2, the QuicPacketType member since (harness.endpoints.releases).
+from aioquic.quic.packet import PACKET_TYPE_INITIAL, pull_quic_header
 
 from harness.virtual.loop import Host
 from harness.virtual.qlog_sink import SETTLE_BATCH, VirtualQlog
@@ -124,7 +125,7 @@ class Server(AioquicHost):
             header = pull_quic_header(Buffer(data=payload), host_cid_length=self.config.connection_id_length)
         except ValueError:
             return False
-        if header.packet_type != QuicPacketType.INITIAL:
+        if header.packet_type != PACKET_TYPE_INITIAL:
             return False
         self.conn = QuicConnection(configuration=self.config, original_destination_connection_id=header.destination_cid)
         return True

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import importlib
 import random
+import sys
 import types
 from pathlib import Path
 from typing import Callable, Iterator
@@ -82,11 +84,11 @@ def deterministic_aioquic(seed: int, now_ns: Callable[[], int]) -> Iterator[Seed
     import os as real_os
     import time as real_time
 
-    import aioquic.quic.connection as connection
     import aioquic.quic.logger as logger
-    import aioquic.quic.packet as packet
-    import aioquic.quic.retry as retry
     import aioquic.tls as tls
+
+    for name in ("aioquic.quic.connection", "aioquic.quic.packet", "aioquic.quic.retry"):
+        importlib.import_module(name)  # loaded now, so that their `os` is patched below
 
     entropy = SeededEntropy(seed)
     os_shim = types.SimpleNamespace(**{**vars(real_os), "urandom": entropy.urandom})
@@ -100,8 +102,12 @@ def deterministic_aioquic(seed: int, now_ns: Callable[[], int]) -> Iterator[Seed
         return datetime.datetime.fromtimestamp(wall_s(), datetime.timezone.utc)
 
     x25519_shim, x448_shim, ec_shim = _key_modules(entropy)
+    # Every aioquic module that imported os draws its randomness through it (which
+    # ones differs between releases: retry.py imports it in recent ones only).
+    import_os = [m for name, m in sorted(sys.modules.items())
+                 if name.split(".")[0] == "aioquic" and getattr(m, "os", None) is real_os]
     patches = [
-        (tls, "os", os_shim), (connection, "os", os_shim), (packet, "os", os_shim), (retry, "os", os_shim),
+        *((m, "os", os_shim) for m in import_os),
         (tls, "x25519", x25519_shim), (tls, "x448", x448_shim), (tls, "ec", ec_shim),
         (tls, "utcnow", utcnow), (logger, "time", time_shim),
     ]

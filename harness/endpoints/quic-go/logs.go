@@ -135,7 +135,7 @@ func (t *qlogTracer) newTrace(_ context.Context, isClient bool, odcid quic.Conne
 	}
 	t.open.Add(1)
 	w := &trackedFile{buf: bufio.NewWriterSize(f, 64<<10), f: f, done: t.open.Done}
-	seq := qlogwriter.NewConnectionFileSeq(w, isClient, odcid)
+	seq := newConnectionFileSeq(w, isClient, odcid)
 	go seq.Run()
 	return seq
 }

@@ -1,0 +1,179 @@
+"""Releases other than the pinned one (harness.endpoints.releases): the per-release cache, a
+release the registry does not have, one that does not install, and the stack a
+release gives (its label, its controllers, its place on the endpoint's path)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from harness import endpoints
+from harness.endpoints import releases
+from harness.endpoints import StackError
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("LONGLOOK_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_a_spec_names_the_stack_and_the_release():
+    assert releases.split("aioquic@1.5.0") == ("aioquic", "1.5.0")
+    assert releases.split("aioquic") == ("aioquic", None)
+    with pytest.raises(releases.ReleaseError, match="give a release after '@'"):
+        releases.split("aioquic@")
+
+
+def test_a_release_is_installed_once_and_found_the_second_time(cache, monkeypatch):
+    d = releases.ensure("aioquic", "1.6.1")
+    assert d == cache / "releases" / "aioquic" / "1.6.1"
+    assert releases.installed_version("aioquic", d) == "1.6.1"
+    assert (d / "aioquic" / "quic" / "congestion" / "cubic.py").exists()
+    assert releases.record("aioquic", "1.6.1")["controllers"] == ["cubic", "newreno"]
+
+    def no_install(*args, **kwargs):
+        raise AssertionError("the second use installed again")
+
+    monkeypatch.setattr(releases, "_install", no_install)
+    monkeypatch.setattr(releases, "releases", no_install)  # not even the registry is asked
+    assert releases.ensure("aioquic", "1.6.1") == d
+
+
+def test_the_release_gives_a_stack_that_runs_from_its_cache(cache):
+    stack = endpoints.load("aioquic@1.6.1")
+    pinned = endpoints.load("aioquic")
+    assert (stack.name, stack.version, stack.label) == ("aioquic", "1.6.1", "aioquic@1.6.1")
+    assert stack.release_dir == releases.release_dir("aioquic", "1.6.1")
+    assert set(stack.cc) == {"newreno", "cubic"} and stack.mutants == {}
+    assert pinned.release_dir is None and pinned.label == "aioquic"
+    # The pinned release by number is the pinned stack, not a copy from the cache.
+    assert endpoints.load(f"aioquic@{pinned.version}") == pinned
+
+
+def test_a_release_the_registry_does_not_have_is_named_with_the_fix(cache):
+    with pytest.raises(StackError) as e:
+        endpoints.load("aioquic@9.9.9")
+    msg = str(e.value)
+    assert "aioquic@9.9.9" in msg and "PyPI has no release 9.9.9" in msg and "1.7.2" in msg
+    assert not (cache / "releases" / "aioquic" / "9.9.9").exists()
+
+
+def test_a_stack_without_releases_says_why(cache):
+    with pytest.raises(StackError, match="quinn has no releases to choose from.*drop the '@version'"):
+        endpoints.load("quinn@0.10.0")
+
+
+def _broken_index(root: Path) -> str:
+    """A package index (PEP 503, a directory) whose only aioquic release fails to build:
+    its in-tree build backend raises, as a release whose C extension does not compile would."""
+    src = root / "src" / "aioquic-0.0.1"
+    src.mkdir(parents=True)
+    (src / "pyproject.toml").write_text('[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n')
+    (src / "backend.py").write_text("def build_wheel(*a, **k):\n    raise RuntimeError('this release does not build')\n")
+    (src / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: aioquic\nVersion: 0.0.1\n")
+    index = root / "index" / "aioquic"
+    index.mkdir(parents=True)
+    with tarfile.open(index / "aioquic-0.0.1.tar.gz", "w:gz") as tar:
+        tar.add(src, arcname=src.name)
+    (index / "index.html").write_text('<html><body><a href="aioquic-0.0.1.tar.gz">aioquic-0.0.1.tar.gz</a></body></html>\n')
+    return (root / "index").as_uri()
+
+
+def test_a_release_that_does_not_build_is_named_and_leaves_nothing_half_installed(cache, tmp_path, monkeypatch):
+    monkeypatch.setenv("PIP_INDEX_URL", _broken_index(tmp_path / "pypi"))
+    assert releases.releases("aioquic") == ["0.0.1"]
+    with pytest.raises(releases.ReleaseError) as e:
+        releases.ensure("aioquic", "0.0.1")
+    msg = str(e.value)
+    assert "aioquic@0.0.1" in msg and "did not install here" in msg and "pick another release" in msg
+    log = cache / "releases" / "aioquic" / "0.0.1.log"
+    assert log.exists() and "this release does not build" in log.read_text()
+    assert not releases.is_installed("aioquic", "0.0.1")
+    assert [p.name for p in (cache / "releases" / "aioquic").iterdir() if not p.name.endswith((".log", ".lock"))] == []
+
+
+def test_between_lists_the_releases_in_order_and_checks_both_ends(cache):
+    got = releases.between("aioquic", "1.5.0", "1.7.2")
+    assert got[0] == "1.5.0" and got[-1] == "1.7.2" and {"1.6.0", "1.6.1", "1.7.0"} <= set(got)
+    assert got == sorted(got, key=lambda v: tuple(map(int, v.split("."))))
+    with pytest.raises(releases.ReleaseError, match="swap them"):
+        releases.between("aioquic", "1.7.2", "1.5.0")
+    with pytest.raises(releases.ReleaseError, match="no release 1.5.9"):
+        releases.between("aioquic", "1.5.9", "1.7.2")
+
+
+def test_a_release_is_judged_against_the_pinned_findings(tmp_path):
+    """A finding recorded on the pinned release marks the same case on another release
+    (the plugin makes it non-strict there)."""
+    import dataclasses
+
+    from harness.run import Target
+    from harness.verdict.findings import FINDINGS, case_keys
+
+    pinned = endpoints.load("aioquic")
+    older = dataclasses.replace(pinned, version="1.0.0", release_dir=tmp_path)
+    prop, case = next((p, c) for p, c in FINDINGS if c == "aioquic-newreno")
+    target = Target(older, older.resolve_cc("newreno"))
+    assert target.id == "aioquic@1.0.0-newreno"
+    keys = case_keys(prop, target.id, target)
+    assert (prop, "aioquic-newreno") in keys and all(k[0] == prop for k in keys)
+    # The pinned release is keyed by its name alone, as before.
+    assert case_keys(prop, "aioquic-newreno", Target(pinned, pinned.resolve_cc("newreno"))) == [(prop, "aioquic-newreno")]
+
+
+def test_a_release_reruns_bit_identical_in_virtual_time_with_its_own_code(tmp_path):
+    """The child process imports the release, not the pinned aioquic, and the
+    determinism patches reach it (which modules import os differs by release)."""
+    pytest.importorskip("longlook_link", reason="bindings not built: run `make setup`")
+    from virtual_runs import files, lossy
+
+    from harness.testbed.topology import EndpointOptions, TransferPlan
+    from harness.virtual import transfer
+
+    old = endpoints.load("aioquic@1.0.0")  # before the packet-type enum (1.2.0)
+    plan, opts = TransferPlan(sizes=(120_000,)), EndpointOptions(cc="cubic")
+    a = transfer(lossy(3), tmp_path / "a", old, plan, opts)
+    b = transfer(lossy(3), tmp_path / "b", old, plan, opts)
+    assert a.ok and b.ok, (a.reason, b.reason)
+    assert files(tmp_path / "a") == files(tmp_path / "b")
+    record = json.loads((tmp_path / "a" / "server" / "app.ndjson").read_text().splitlines()[0])
+    assert record["event"] == "version" and record["version"] == "1.0.0" and record["cc"] == "cubic"
+
+
+@pytest.mark.netns
+def test_a_release_runs_in_real_time_in_the_namespaces(netns_ready, tmp_path):
+    out = tmp_path / "t"
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "transfer", "--impl", "aioquic@1.6.1", "--mode", "real",
+                        "--bytes", "300KB", "--rate", "20mbit", "--rtt", "20ms", "--out", str(out)],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("aioquic@1.6.1 newreno: 300000 bytes")
+    for side in ("client", "server"):
+        record = json.loads((out / side / "app.ndjson").read_text().splitlines()[0])
+        assert record["version"] == "1.6.1", (side, record)
+
+
+def test_a_quic_go_release_is_the_endpoint_built_against_it(cache):
+    """The endpoint's own sources, required against the release (with the build tag
+    its older API needs) and built; what was built stays on record."""
+    stack = endpoints.load("quic-go@0.64.1")
+    d = releases.release_dir("quic-go", "0.64.1")
+    assert stack.label == "quic-go@0.64.1" and stack.argv == [str(d / releases.PROGRAM)] and stack.is_built()
+    assert "github.com/quic-go/quic-go v0.64.1" in (d / "src" / "go.mod").read_text()
+    assert releases.installed_version("quic-go", d) == "0.64.1"
+    assert endpoints.load("quic-go").argv == [str(endpoints.load("quic-go").run)]
+
+
+def test_a_quic_go_release_whose_api_the_endpoint_does_not_speak_fails_to_build_with_the_reason(cache):
+    with pytest.raises(StackError) as e:
+        endpoints.load("quic-go@0.55.0")
+    msg = str(e.value)
+    assert "quic-go@0.55.0" in msg and "did not build here" in msg and "NewConnectionFileSeq" in msg
+    assert not releases.is_installed("quic-go", "0.55.0")
+    assert (cache / "releases" / "quic-go" / "0.55.0.log").exists()
