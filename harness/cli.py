@@ -108,8 +108,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="earlier results to compare with: changed cells are marked, changes.html lists them, and "
                          "the exit status is 1 when a cell regressed (passed or expected → failed)")
     from harness.reproduce.cli import add_parser
+    from harness.versions import cli as versions_cli
 
     add_parser(sub)
+    versions_cli.add_parser(sub)
     return p
 
 
@@ -191,7 +193,7 @@ def cmd_transfer(a: argparse.Namespace) -> int:
     if result.ok:
         role = "server" if a.direction == "upload" else "client"
         pair = (" (upload)" if a.direction == "upload" else "") + (f" to {peer.name}'s {role}" if result.peer_stack else "")
-        print(f"{stack.name} {a.cc or stack.default_cc}{pair}: {result.bytes} bytes in {result.duration_s:.3f} s, "
+        print(f"{stack.label} {a.cc or stack.default_cc}{pair}: {result.bytes} bytes in {result.duration_s:.3f} s, "
               f"goodput {result.goodput_bps / 1e6:.2f} Mbit/s; artifacts in {a.out}")
         from harness.report.outputs import write_observation
 
@@ -344,6 +346,13 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
     return 0 if all(r.get("ok") for r in done[1]) else 1
 
 
+def cmd_versions(a: argparse.Namespace) -> int:
+    from harness.versions.cli import run
+
+    with _progress(f"versions {a.stack}") as progress:
+        return run(a, progress)
+
+
 def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
     from harness.testbed.link import LinkError, ScheduleError
@@ -355,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"transfer": cmd_transfer, "impls": cmd_impls, "replay": cmd_replay,
                 "coverage": cmd_coverage, "traps": cmd_traps, "report": cmd_report,
-                "reproduce": cmd_reproduce}[a.command](a)
+                "reproduce": cmd_reproduce, "versions": cmd_versions}[a.command](a)
     except (StackError, units.UnitError, ExperimentError, TestbedError, ScheduleError, LinkError, NetnsError, TlcError) as e:
         print(f"longlook: {e}", file=sys.stderr)
         return 2

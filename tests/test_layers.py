@@ -35,6 +35,10 @@ FORBIDDEN = {
     # A reproduction runs transfers and keeps their figures; the report renders them.
     "harness.reproduce": {"harness.model", "harness.verdict", "harness.results", "harness.report"},
     "harness.report": {"harness.testbed", "harness.endpoints", "harness.virtual", "harness.run", "harness.verdict"},
+    # Releases compared: it runs the reference transfers (through harness.reproduce)
+    # and the properties (as a pytest process, reading their results back), and
+    # draws on the report's state counting; it judges nothing itself.
+    "harness.versions": {"harness.model", "harness.verdict"},
     # The properties speak the run's record, the observation and the RFCs' constants.
     "properties": {"harness.endpoints", "harness.testbed", "harness.virtual", "harness.cli", "harness.pytest_plugin"},
 }
@@ -42,6 +46,10 @@ FORBIDDEN = {
 for _room_below in ("harness.rfc", "harness.schedule", "harness.endpoints", "harness.testbed", "harness.virtual",
                     "harness.run", "harness.observe", "harness.model", "harness.verdict", "properties"):
     FORBIDDEN[_room_below] = FORBIDDEN[_room_below] | {"harness.results"}
+#: The top room, which only the entry points import.
+for _room in list(FORBIDDEN):
+    if _room != "harness.versions":
+        FORBIDDEN[_room] = FORBIDDEN[_room] | {"harness.versions"}
 #: Above every room, and imported by none of them (properties/ is one, with its own rules).
 ENTRY_POINTS = {"harness.cli", "harness.pytest_plugin"}
 

@@ -30,8 +30,10 @@ class Point:
     published: dict[str, tuple[float, float]] = field(default_factory=dict)
     #: Kernel TCP CUBIC flows competing with the transfer (iperf3, started first).
     tcp_flows: int = 0
-    #: Jitter each way: each packet gets [0, jitter_us] µs more, order kept.
+    #: Jitter each way: each packet gets [0, jitter_us] µs more, order kept
+    #: unless `reorders` (then a later packet may overtake an earlier one).
     jitter_us: int = 0
+    reorders: bool = False
     #: A sudden drop of the rate each way to `drop_to_bps` at `drop_at_us` (0: none).
     drop_to_bps: int = 0
     drop_at_us: int = 0

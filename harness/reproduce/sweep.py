@@ -49,7 +49,8 @@ def schedule(e: Experiment, p: Point, seed: int) -> Schedule:
     bdp = p.rate_bps * p.rtt_us // 8_000_000
     queue = e.queue_bytes or max(bdp, MIN_QUEUE_PACKETS * MTU)
     s = LinkSettings(rate_bps=p.rate_bps, delay_us=p.rtt_us // 2, queue_bytes=queue,
-                     loss=IidLoss(p.loss) if p.loss > 0 else None, jitter_us=p.jitter_us or None)
+                     loss=IidLoss(p.loss) if p.loss > 0 else None, jitter_us=p.jitter_us or None,
+                     jitter_reorders=True if p.reorders else None)
     phases = [Phase(start_us=0, c2s=s, s2c=s)]
     if p.drop_to_bps:
         # The same queue in bytes: at a tenth of the rate it holds ten times the delay.
