@@ -206,6 +206,8 @@ def cmd_transfer(a: argparse.Namespace) -> int:
 
 
 def cmd_impls(_: argparse.Namespace) -> int:
+    from harness.endpoints import releases
+
     for s in endpoints.available():
         ccs = ", ".join(
             f"{c.name} ({c.family}{'' if c.beta is None else f', β {c.beta}'})" for c in s.cc.values()
@@ -213,6 +215,10 @@ def cmd_impls(_: argparse.Namespace) -> int:
         honours = ", ".join(k for k, v in sorted(s.honours.items()) if v) or "-"
         built = "built" if s.is_built() else "not built (make setup)"
         print(f"{s.name:9} {s.version:10} {built}\n  cc: {ccs} [default {s.default_cc}]\n  honours: {honours}")
+        if s.name in releases.REGISTRIES:
+            have = releases.installed(s.name)
+            print(f"  releases: any from {releases.REGISTRIES[s.name].name} as --impl {s.name}@VERSION; "
+                  f"installed: {', '.join(have) if have else 'none yet'} ({releases.release_dir(s.name, 'x').parent})")
     return 0
 
 

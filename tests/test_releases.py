@@ -177,3 +177,15 @@ def test_a_quic_go_release_whose_api_the_endpoint_does_not_speak_fails_to_build_
     assert "quic-go@0.55.0" in msg and "did not build here" in msg and "NewConnectionFileSeq" in msg
     assert not releases.is_installed("quic-go", "0.55.0")
     assert (cache / "releases" / "quic-go" / "0.55.0.log").exists()
+
+
+def test_impls_says_which_stacks_have_releases_and_which_are_installed(cache, capsys):
+    from harness import cli
+
+    releases.ensure("aioquic", "1.6.1")
+    assert releases.installed("aioquic") == ["1.6.1"] and releases.installed("quic-go") == []
+    assert cli.main(["impls"]) == 0
+    out = capsys.readouterr().out
+    assert "releases: any from PyPI as --impl aioquic@VERSION; installed: 1.6.1" in out
+    assert "releases: any from the Go module proxy as --impl quic-go@VERSION; installed: none yet" in out
+    assert "quinn@" not in out

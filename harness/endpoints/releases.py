@@ -158,6 +158,13 @@ def is_installed(stack: str, version: str) -> bool:
     return d.is_dir() and _beside(stack, version, ".json").exists()
 
 
+def installed(stack: str) -> list[str]:
+    """The releases of `stack` in the cache, oldest first."""
+    d = release_dir(stack, "0").parent
+    found = [p.name for p in d.iterdir() if is_installed(stack, p.name)] if d.is_dir() else []
+    return sorted(found, key=Version)
+
+
 def ensure(stack: str, version: str, log=None) -> Path:
     """The installed release `stack`@`version`, installing it on first use.
     ReleaseError when the registry has no such release or it does not install."""
