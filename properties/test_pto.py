@@ -192,3 +192,82 @@ def test_first_probe_waits_one_probe_timeout(longlook, target, schedule):
             f"{m.rtt_variance_us / 1e3:.1f}, 1) + max_ack_delay {mad / 1e3:.1f} = {expected / 1e3:.1f} ms: "
             f"×{ratio:.2f}, outside [{PERIOD_LOW}, {PERIOD_HIGH}]"
         ), ratio=ratio, expected_us=expected)
+
+
+HANDSHAKE_PLAN = TransferPlan(sizes=(50_000,))
+#: A Handshake probe datagram is one the client sent on its own, not in answer to a
+#: datagram that reached it this long before (an ACK, or a stack's early resend of
+#: CRYPTO data on a duplicate; RFC 9002 §6.2.3).
+ANSWER_US = 2_000
+#: The first Handshake probe's wait over the period without max_ack_delay. Below 1.45
+#: a period that adds max_ack_delay (25 ms on paths of 6–10 ms, where the period is
+#: 18–33 ms) is never mistaken for one that does not.
+HANDSHAKE_LOW, HANDSHAKE_HIGH = 0.85, 1.45
+
+
+def handshake_probe_wait(view, period_at) -> tuple[float, float] | None:
+    """(the client's last ack-eliciting Initial or Handshake send before its first probe
+    in those spaces, that probe) on the client's wire, or None when it sent none. A
+    probe is a send of its own (not an answer) after a silence of at least half the
+    period `period_at(t)` in force: datagrams of one flight leave together."""
+    arrivals = [d.t_us for d in view.datagrams if not d.entered and d.direction == "s2c"]
+    anchor = None
+    for d in view.datagrams:
+        if not (d.entered and d.direction == "c2s"
+                and any(p.space in ("initial", "handshake") and p.ack_eliciting for p in d.packets)):
+            continue
+        answered = bisect.bisect_right(arrivals, d.t_us) - bisect.bisect_left(arrivals, d.t_us - ANSWER_US) > 0
+        if anchor is not None and not answered and d.t_us - anchor >= period_at(d.t_us) / 2:
+            return anchor, d.t_us
+        anchor = d.t_us
+    return None
+
+
+@example(schedule=strategies.handshake_held_back(BaseLink(rtt_us=10_000), 0, 6))
+@given(schedule=strategies.handshake_losses())
+def test_handshake_probes_leave_max_ack_delay_out(longlook, target, schedule):
+    """RFC 9002 §6.2.1: "When the PTO is armed for Initial or Handshake packet number
+    spaces, the max_ack_delay in the PTO period computation is set to 0, since the
+    peer is expected to not delay these packets intentionally" (the example
+    algorithm). The client's datagrams after its first are dropped until it probes;
+    its first Initial or Handshake probe leaves smoothed_rtt + max(4*rttvar,
+    kGranularity) after its last send in those spaces, from the estimate it logged
+    last before the probe (the timer is re-armed when an ACK updates it), without the
+    server's max_ack_delay: HANDSHAKE_LOW to HANDSHAKE_HIGH of it. Judged on the
+    target's client (in a download without a peer it is the target's stack).
+    Trigger: such a probe."""
+    if target.peer is not None or target.direction != "download":
+        outcomes.not_applicable("judged on the target's own client in a download; here the client is another "
+                                "stack's or the sender")
+    outcomes.require(target, "smoothed_rtt")
+    # Whether a client logs rttvar with its estimate (picoquic does not) or probes on its
+    # own before an answer comes is the stack's habit more than the schedule's: an
+    # example that shows neither counts toward max_examples instead of a hunt.
+    with outcomes.rare_trigger(), longlook.run(target, schedule, HANDSHAKE_PLAN) as obs:
+        obs.completed()
+        view = obs.client_wire
+        estimates = [m for m in obs.client.of(Metrics) if m.smoothed_rtt_us and m.rtt_variance_us is not None]
+        if not estimates:
+            outcomes.not_exercised("the client logged no smoothed_rtt with an rttvar")
+
+        def estimate_at(t_us: float) -> Metrics:
+            return next((m for m in reversed(estimates) if m.t_us <= t_us), estimates[0])
+
+        def period_at(t_us: float) -> float:
+            m = estimate_at(t_us)
+            return m.smoothed_rtt_us + max(4 * m.rtt_variance_us, K_GRANULARITY_US)
+
+        found = handshake_probe_wait(view, period_at)
+        if found is None:
+            outcomes.not_exercised("the client sent no Initial or Handshake probe of its own")
+        anchor, probe = found
+        m, expected = estimate_at(probe), period_at(probe)
+        mad = analysis.max_ack_delay_us(view, "s2c")
+        ratio = (probe - anchor) / expected
+        check(HANDSHAKE_LOW <= ratio <= HANDSHAKE_HIGH, "handshake-pto-period", (
+            f"{target.id}: the client's first Initial/Handshake probe left {(probe - anchor) / 1e3:.1f} ms after "
+            f"its last send in those spaces (t={anchor / 1e6:.4f} s), where smoothed_rtt {m.smoothed_rtt_us / 1e3:.1f} + "
+            f"max(4 × rttvar {m.rtt_variance_us / 1e3:.1f}, 1) = {expected / 1e3:.1f} ms: ×{ratio:.2f}, outside "
+            f"[{HANDSHAKE_LOW}, {HANDSHAKE_HIGH}]" + (f"; with the server's max_ack_delay {mad / 1e3:.0f} ms it would "
+                                                       f"be ×{(expected + mad) / expected:.2f}" if mad else "")
+        ), ratio=ratio, expected_us=expected)

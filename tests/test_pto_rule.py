@@ -75,3 +75,32 @@ def test_the_first_probe_follows_the_first_long_silence_after_the_last_ack():
     assert first_probe_wait(view, 100_000.0, 500_000.0, 60_000.0) == (101_000.0, 161_000.0)
     # No silence of half the period before the link came back: no probe to judge.
     assert first_probe_wait(view, 100_000.0, 150_000.0, 60_000.0) is None
+
+
+def _client_view(sends, arrivals=()):
+    """The client's wire as handshake_probe_wait reads it: (t, space, ack_eliciting) sent
+    c2s, and datagram arrivals s2c."""
+    from types import SimpleNamespace as NS
+
+    out = [NS(t_us=t, entered=True, direction="c2s", packets=[NS(space=space, ack_eliciting=elicit)])
+           for t, space, elicit in sends]
+    out += [NS(t_us=t, entered=False, direction="s2c", packets=[]) for t in arrivals]
+    return NS(datagrams=sorted(out, key=lambda d: d.t_us))
+
+
+def test_the_first_handshake_probe_is_the_clients_own_send_after_a_silence():
+    from properties.test_pto import handshake_probe_wait
+
+    period = lambda t: 30_000.0  # noqa: E731
+    # The Initial in two datagrams at 0 (one flight), the Finished at 11 ms in answer
+    # to the server's flight, an ACK-only at 200 ms, the probe at 44 ms.
+    view = _client_view([(0.0, "initial", True), (50.0, "initial", True), (11_000.0, "handshake", True),
+                         (44_000.0, "handshake", True), (200_000.0, "handshake", False)], arrivals=[10_990.0])
+    assert handshake_probe_wait(view, period) == (11_000.0, 44_000.0)
+    # A resend in answer to a duplicate of the server's flight is no probe: the next send is.
+    view = _client_view([(11_000.0, "handshake", True), (30_000.0, "handshake", True), (63_000.0, "handshake", True)],
+                        arrivals=[10_990.0, 29_500.0])
+    assert handshake_probe_wait(view, period) == (30_000.0, 63_000.0)
+    # 1-RTT sends are not in the rule's spaces; no probe at all is None.
+    view = _client_view([(11_000.0, "handshake", True), (50_000.0, "1rtt", True)], arrivals=[10_990.0])
+    assert handshake_probe_wait(view, period) is None

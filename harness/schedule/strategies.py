@@ -275,3 +275,18 @@ CLEAN_LOSSLESS_LINK = Schedule.constant(0, replace(BaseLink().settings(), queue_
 def clean(base: BaseLink | None = None) -> st.SearchStrategy[Schedule]:
     """No impairment at all: the link's rate, delay and a one-BDP queue."""
     return st.builds(lambda b, seed: b.schedule(seed), st.just(base) if base else base_links, seeds)
+
+
+def handshake_held_back(base: BaseLink, seed: int, drops: int) -> Schedule:
+    """A clean link that drops the client's datagrams after its first (its Initial):
+    the one carrying its Finished and the next `drops - 1`, so the client's Handshake
+    flight is retransmitted on its own probe timer."""
+    return base.schedule(seed, actions=[Action("c2s", i, "drop") for i in range(1, drops + 1)])
+
+
+@replayable
+def handshake_losses() -> st.SearchStrategy[Schedule]:
+    """The client's Handshake flight lost several times over a short path (6–10 ms
+    RTT, where max_ack_delay's 25 ms would be most of a probe timeout)."""
+    return st.builds(handshake_held_back, st.builds(BaseLink, rtt_us=st.sampled_from([6_000, 10_000])), seeds,
+                     st.integers(min_value=3, max_value=8))

@@ -129,6 +129,38 @@ class Observation:
             raise Inconclusive(f"{self.target.id}: {e}") from None
 
     @cached_property
+    def client(self):
+        """The client's normalised trace of the connection that sent the most packets
+        (in a download, the data receiver: the same stack unless the target has a peer)."""
+        from harness.observe.events import PacketSent
+        from harness.observe.qlog import read_run
+
+        stack = self.target.peer or self.target.stack
+        traces = read_run(self.out_dir, stack.name).get("client", [])
+        if not traces:
+            raise Inconclusive(f"{stack.name} left no readable client qlog in {self.out_dir}")
+        return max(traces, key=lambda t: len(t.of(PacketSent)))
+
+    @cached_property
+    def client_wire(self):
+        """The client side's capture, decrypted with the client's key log: what the
+        client put on the wire (before the link's losses) and what reached it."""
+        from harness.observe.wire import WireError, read_wire
+
+        pcap, keys = self.out_dir / "pcap" / "client.pcap", self.out_dir / "client" / "keys.log"
+        if not pcap.exists() or not keys.exists():
+            raise Inconclusive(f"{self.target.id}: no client capture or key log in {self.out_dir}")
+        view = read_wire(pcap, [keys], self.ground_truth.header["start_unix_ns"],
+                         server_addrs={self.transfer_flow.addr})
+        if not view.connections:
+            raise Inconclusive(f"{self.target.id}: no QUIC connection in {pcap}")
+        try:
+            view.check()
+        except WireError as e:
+            raise Inconclusive(f"{self.target.id}: the client's wire view is incomplete: {e}") from None
+        return view
+
+    @cached_property
     def wire(self):
         """The server side's capture, decrypted with the server's key log: what the
         data sender put on the wire and what reached it, for any stack."""
