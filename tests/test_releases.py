@@ -17,6 +17,15 @@ from harness.endpoints import releases
 from harness.endpoints import StackError
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _own_release_cache(tmp_path_factory):
+    """Releases installed by these tests go to a directory of their own, not the
+    user's cache (the programs they start inherit it)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LONGLOOK_CACHE", str(tmp_path_factory.mktemp("release-cache")))
+        yield
+
+
 @pytest.fixture
 def cache(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("LONGLOOK_CACHE", str(tmp_path / "cache"))
