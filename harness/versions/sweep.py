@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,7 +142,3 @@ def outcomes(opts: Options, version: str) -> dict[str, str]:
         case = (r.get("case") or "").replace(label, opts.stack)
         got[f"{r['property']}[{case}]"] = r["outcome"]
     return got
-
-
-def tally(outcome_of: dict[str, str]) -> Counter:
-    return Counter(outcome_of.values())
