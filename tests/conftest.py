@@ -71,3 +71,12 @@ def lab(netns_ready, tmp_path):
     """A fresh client/server namespace pair with endpoint helpers, always cleaned up."""
     with lab_session(tmp_path) as bench:
         yield bench
+
+
+@pytest.fixture(scope="module")
+def own_release_cache(tmp_path_factory):
+    """A module's own release cache ($LONGLOOK_CACHE, harness/endpoints/releases.py),
+    not the user's: the programs its tests start inherit it."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LONGLOOK_CACHE", str(tmp_path_factory.mktemp("release-cache")))
+        yield

@@ -17,13 +17,8 @@ from harness.endpoints import releases
 from harness.endpoints import StackError
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _own_release_cache(tmp_path_factory):
-    """Releases installed by these tests go to a directory of their own, not the
-    user's cache (the programs they start inherit it)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("LONGLOOK_CACHE", str(tmp_path_factory.mktemp("release-cache")))
-        yield
+#: Releases these tests install go to a cache of their own (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("own_release_cache")
 
 
 @pytest.fixture

@@ -99,16 +99,18 @@ class Observation:
     @cached_property
     def sender(self):
         """The data sender's (server's) normalised trace of the transfer connection."""
+        return self._trace("server", self.target.stack)
+
+    def _trace(self, side: str, stack):
+        """`side`'s normalised trace, read in `stack`'s dialect, of the connection that
+        sent the most packets (the transfer)."""
+        from harness.observe.events import PacketSent
         from harness.observe.qlog import read_run
 
-        traces = read_run(self.out_dir, self.target.stack.name).get("server", [])
+        traces = read_run(self.out_dir, stack.name).get(side, [])
         if not traces:
-            raise Inconclusive(f"{self.target.stack.name} left no readable server qlog in {self.out_dir}")
-        # The transfer is the connection that sent the most packets.
-        from harness.observe.events import PacketSent
-
+            raise Inconclusive(f"{stack.name} left no readable {side} qlog in {self.out_dir}")
         return max(traces, key=lambda t: len(t.of(PacketSent)))
-
 
     @cached_property
     def sender_with_wire(self):
@@ -130,45 +132,28 @@ class Observation:
 
     @cached_property
     def client(self):
-        """The client's normalised trace of the connection that sent the most packets
-        (in a download, the data receiver: the same stack unless the target has a peer)."""
-        from harness.observe.events import PacketSent
-        from harness.observe.qlog import read_run
-
-        stack = self.target.peer or self.target.stack
-        traces = read_run(self.out_dir, stack.name).get("client", [])
-        if not traces:
-            raise Inconclusive(f"{stack.name} left no readable client qlog in {self.out_dir}")
-        return max(traces, key=lambda t: len(t.of(PacketSent)))
+        """The client's normalised trace of the transfer connection (in a download, the
+        data receiver: the same stack unless the target has a peer)."""
+        return self._trace("client", self.target.peer or self.target.stack)
 
     @cached_property
     def client_wire(self):
         """The client side's capture, decrypted with the client's key log: what the
         client put on the wire (before the link's losses) and what reached it."""
-        from harness.observe.wire import WireError, read_wire
-
-        pcap, keys = self.out_dir / "pcap" / "client.pcap", self.out_dir / "client" / "keys.log"
-        if not pcap.exists() or not keys.exists():
-            raise Inconclusive(f"{self.target.id}: no client capture or key log in {self.out_dir}")
-        view = read_wire(pcap, [keys], self.ground_truth.header["start_unix_ns"],
-                         server_addrs={self.transfer_flow.addr})
-        if not view.connections:
-            raise Inconclusive(f"{self.target.id}: no QUIC connection in {pcap}")
-        try:
-            view.check()
-        except WireError as e:
-            raise Inconclusive(f"{self.target.id}: the client's wire view is incomplete: {e}") from None
-        return view
+        return self._wire("client")
 
     @cached_property
     def wire(self):
         """The server side's capture, decrypted with the server's key log: what the
         data sender put on the wire and what reached it, for any stack."""
+        return self._wire("server")
+
+    def _wire(self, side: str):
         from harness.observe.wire import WireError, read_wire
 
-        pcap, keys = self.out_dir / "pcap" / "server.pcap", self.out_dir / "server" / "keys.log"
+        pcap, keys = self.out_dir / "pcap" / f"{side}.pcap", self.out_dir / side / "keys.log"
         if not pcap.exists() or not keys.exists():
-            raise Inconclusive(f"{self.target.id}: no server capture or key log in {self.out_dir}")
+            raise Inconclusive(f"{self.target.id}: no {side} capture or key log in {self.out_dir}")
         flow = self.transfer_flow
         # An upload's QUIC server listens on the link's client side: directions are
         # still the link's (s2c the data), so name that side's address too.
@@ -180,7 +165,7 @@ class Observation:
         try:
             view.check()
         except WireError as e:
-            raise Inconclusive(f"{self.target.id}: the wire view is incomplete: {e}") from None
+            raise Inconclusive(f"{self.target.id}: the {side}'s wire view is incomplete: {e}") from None
         return view
 
 
