@@ -48,9 +48,18 @@ $(STAMPS)/pylink: $(PYLINK)/src/lib.rs $(PYLINK)/Cargo.toml $(PYLINK)/Cargo.lock
 	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --locked --quiet -m $(PYLINK)/Cargo.toml
 	touch $@
 
+# The suite's own tests, TEST_JOBS at a time (pytest-xdist; a file's tests stay on one
+# worker, so module fixtures are built once), then those marked `solo`, which need the
+# host to themselves, one at a time. The second runs whatever the first gave; the exit
+# status is the first failure's. TEST_ARGS adds pytest options to both.
+TEST_JOBS ?= 2
+TEST_ARGS ?=
 test: setup
 	cargo test $(CARGO_FLAGS)
-	$(PY) -m pytest tests/
+	status=0; \
+	$(PY) -m pytest tests/ -n $(TEST_JOBS) --dist loadfile -m "not solo" $(TEST_ARGS) || status=$$?; \
+	$(PY) -m pytest tests/ -m solo $(TEST_ARGS) || { rc=$$?; [ $$status -ne 0 ] || status=$$rc; }; \
+	exit $$status
 
 # The main job: the properties on the embedded default (aioquic plus one compiled
 # stack) with the quick, derandomised Hypothesis profile. Override with e.g.

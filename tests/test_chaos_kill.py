@@ -27,6 +27,7 @@ from harness.testbed import lifeline, netns, reaper
 
 @pytest.mark.netns
 @pytest.mark.slow
+@pytest.mark.solo  # its bar is one second, measured on the wall clock
 def test_sigkilled_runner_leaves_nothing_after_one_second(netns_ready, tmp_path):
     runs = int(os.environ.get("LONGLOOK_CHAOS_RUNS", "5"))
     impl = os.environ.get("LONGLOOK_CHAOS_IMPL", "aioquic")

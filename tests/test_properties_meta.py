@@ -18,7 +18,8 @@ from conftest import skip_or_fail
 from harness import endpoints
 from harness.testbed.link import REPO_ROOT
 
-pytestmark = pytest.mark.netns
+# solo: the replay must reproduce a real-time example, which a loaded host does not.
+pytestmark = [pytest.mark.netns, pytest.mark.solo]
 
 PROPERTY = "properties/test_window.py::test_one_window_reduction_per_recovery_period"
 MUTANT = "tests.mutants.halve_every_loss:HalveEveryLoss"
