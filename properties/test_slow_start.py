@@ -24,6 +24,7 @@ from __future__ import annotations
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from harness import rfc
 from harness.observe.events import Metrics, PacketAcked, PacketSent
 from harness.run import Inconclusive
 from harness.schedule import TransferPlan, strategies
@@ -71,19 +72,14 @@ def test_slow_start_ends_on_a_congestion_signal(longlook, target, schedule):
         ), queued_us=queued)
 
 
-#: QUIC's smallest maximum datagram size (RFC 9000 §14), bytes.
-MIN_DATAGRAM = 1200
-#: §7.2's cap on the initial window when 10 datagrams would exceed it, bytes.
-IW_CAP = 14720
+MIN_DATAGRAM, IW_CAP = rfc.MIN_DATAGRAM, rfc.IW_CAP
 
 
 def initial_window_bounds(max_datagram: int) -> tuple[int, int]:
     """(lowest, highest) initial window §7.2 recommends for a sender whose datagrams
     are at most `max_datagram` bytes: 10 × its max_datagram_size, capped at
     max(14720, 2 × it), for some size between 1200 and `max_datagram`."""
-    def iw(mds: int) -> int:
-        return min(10 * mds, max(IW_CAP, 2 * mds))
-    return iw(MIN_DATAGRAM), iw(max(max_datagram, MIN_DATAGRAM))
+    return rfc.initial_window(MIN_DATAGRAM), rfc.initial_window(max(max_datagram, MIN_DATAGRAM))
 
 
 def first_window_before_any_ack(trace) -> tuple[float, int] | None:

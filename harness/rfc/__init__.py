@@ -19,3 +19,14 @@ K_TIME_THRESHOLD = 9 / 8
 
 #: kGranularity (RFC 9002 §6.1.2, RECOMMENDED 1 ms), µs: the timer's resolution.
 K_GRANULARITY_US = 1_000
+
+#: QUIC's smallest maximum datagram size (RFC 9000 §14), bytes.
+MIN_DATAGRAM = 1200
+#: RFC 9002 §7.2's cap on the initial window when ten datagrams would exceed it, bytes.
+IW_CAP = 14720
+
+
+def initial_window(max_datagram_size: int) -> int:
+    """RFC 9002 §7.2's initial window (RECOMMENDED): ten times max_datagram_size,
+    capped at max(14720, twice it)."""
+    return min(10 * max_datagram_size, max(IW_CAP, 2 * max_datagram_size))

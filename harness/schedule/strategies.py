@@ -246,6 +246,30 @@ def long_blackholes() -> st.SearchStrategy[Schedule]:
     )
 
 
+def ack_gap(base: BaseLink, seed: int, at_ms: int, gap_ms: int) -> Schedule:
+    """A clean link whose acknowledgement direction (client → server) is dark from
+    `at_ms` for `gap_ms`: the first ACK after the gap acknowledges everything the
+    client received meanwhile, which opens the sender's window at once."""
+    clean = base.settings()
+    return Schedule(seed=seed, phases=(
+        Phase(0, clean, clean),
+        Phase(at_ms * 1000, replace(clean, blackhole=True), clean),
+        Phase((at_ms + gap_ms) * 1000, clean, clean),
+    ))
+
+
+@replayable
+def ack_gaps() -> st.SearchStrategy[Schedule]:
+    """Compressed acknowledgements: the ACK direction goes dark mid-transfer for a
+    tenth of an RTT to four RTTs, after slow start has grown the window past the
+    initial one. What a sender without pacing then sends is one burst."""
+    return st.builds(
+        lambda b, seed, at_ms, rtts: ack_gap(b, seed, at_ms, max(1, int(rtts * b.rtt_us / 1000))),
+        base_links, seeds, st.integers(min_value=200, max_value=600),
+        st.sampled_from([1.0, 0.5, 2.0, 4.0, 0.1]),
+    )
+
+
 @replayable
 def combinations(base: BaseLink | None = None) -> st.SearchStrategy[Schedule]:
     """Loss, shallow reordering and jitter together."""

@@ -49,6 +49,7 @@ MUTANTS: tuple[Mutant, ...] = (
     _aioquic("window_cap_107", "WindowCap107", "newreno", "window capped at 107 datagrams (MACW)"),
     _aioquic("ssthresh_never_set", "SsthreshNeverSet", "newreno", "ssthresh not set on loss: slow start resumes"),
     _aioquic("pacing_1ms", "Pacing1ms", "newreno", "1 ms pacer, one datagram per tick"),
+    _aioquic("no_pacing", "NoPacing", "newreno", "no pacer: what an ACK opens leaves at once"),
     _aioquic("cubic_two_flows", "CubicTwoFlows", "cubic", "CUBIC emulating two flows (β 0.85)"),
     _aioquic("persistent_congestion_ignored", "PersistentCongestionIgnored", "newreno",
              "persistent congestion ignored"),

@@ -1,0 +1,134 @@
+"""Bursts: how much the sender puts on the wire back to back.
+
+RFC 9002 §7.7: "Sending multiple packets into the network without any delay between
+them creates a packet burst that might cause short-term congestion and losses.
+Senders MUST either use pacing or limit such bursts. Senders SHOULD limit bursts to
+the initial congestion window".
+
+A burst is a run of the sender's datagrams with ack-eliciting packets, each leaving
+less than BACK_TO_BACK_US after the one before (in virtual time: at the same instant)
+and sooner than a quarter of the gap a pacer at twice the sender's own rate
+(its logged congestion window over smoothed RTT) would leave, so that a pacer at a
+high rate is never mistaken for a burst. The run's UDP payload must stay within the
+initial window (RFC 9002 §7.2, for the largest datagram the sender sent) plus one
+datagram: a pacer's release timer may let one more go at its tick. Gaps, not rates:
+slow start's ACK clock sends two datagrams per datagram acknowledged, faster than
+any rate the window gives, yet in runs of a few datagrams, which is no burst.
+
+The opportunity to burst is an acknowledgement that opens more than that at once:
+the ACK direction is cut for a while (strategies.ack_gaps) and the first ACK after
+the gap acknowledges everything delivered meanwhile. A sender that neither paces
+nor limits its bursts then sends what the ACK opened in one run.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from hypothesis import example, given
+
+from harness import rfc
+from harness.observe.events import Metrics
+from harness.schedule import TransferPlan, strategies
+from harness.schedule.strategies import BaseLink
+from harness.verdict import analysis, outcomes
+from harness.verdict.deviation import check
+
+#: Long enough that an ACK gap drawn by ack_gaps() (at most 600 ms in) falls inside
+#: the transfer at every base link's rate.
+PLAN = TransferPlan(sizes=(3_000_000,))
+#: Datagrams that leave closer together than this are back to back, µs: far below a
+#: pacer's gap at these links' rates (a 1252-byte datagram every 200 µs at 50 Mbit/s),
+#: above a sender's loop writing one datagram after another, or a GSO batch.
+BACK_TO_BACK_US = 100
+#: A pacer's rate as a multiple of the sender's window over its smoothed RTT (RFC 9002
+#: §7.7's example: 1.25; BBR's startup: 2.89 over its window gain of 2).
+PACER_FACTOR = 2.0
+
+
+def _rate_series(trace) -> tuple[list[float], list[float]]:
+    """(times, bytes per µs) at each logged window or smoothed RTT: the sender's
+    congestion window over its smoothed RTT, from its latest report of each."""
+    times, rates = [], []
+    cwnd = srtt = None
+    for m in trace.of(Metrics):
+        cwnd = m.congestion_window or cwnd
+        srtt = m.smoothed_rtt_us or srtt
+        if cwnd and srtt:
+            times.append(m.t_us)
+            rates.append(cwnd / srtt)
+    return times, rates
+
+
+def bursts(sends: list[tuple[float, int]], times: list[float], rates: list[float]) -> list[tuple[float, int, int]]:
+    """(start µs, datagrams, bytes) of each run of back-to-back sends (t_us, bytes):
+    each gap under BACK_TO_BACK_US and under a quarter of a pacer's gap for that
+    datagram at PACER_FACTOR times the rate logged last before it (the first logged
+    rate for sends before any)."""
+    out: list[tuple[float, int, int]] = []
+    prev = None
+    for t, size in sends:
+        i = max(bisect.bisect_right(times, t) - 1, 0)
+        pacer_gap = size / (PACER_FACTOR * rates[i]) if rates else float("inf")
+        if prev is not None and t - prev < min(BACK_TO_BACK_US, pacer_gap / 4):
+            start, n, total = out[-1]
+            out[-1] = (start, n + 1, total + size)
+        else:
+            out.append((t, 1, size))
+        prev = t
+    return out
+
+
+def _sends(view) -> list[tuple[float, int]]:
+    """(t_us, UDP payload bytes) of the sender's datagrams carrying an ack-eliciting
+    packet, from its first with application data on: the handshake's flights are
+    sized by the server's certificate and the anti-amplification limit, not by a
+    window, and stacks differ in how they interleave them."""
+    out = []
+    for d in view.datagrams:
+        if not (d.entered and d.direction == "s2c" and any(p.ack_eliciting for p in d.packets)):
+            continue
+        if out or any(p.space == "application" and p.ack_eliciting for p in d.packets):
+            out.append((d.t_us, d.udp_size))
+    return out
+
+
+def _openings(view, limit: int, mds: int) -> list[tuple[float, int]]:
+    """(t_us, datagrams) of each application-space acknowledgement that newly
+    acknowledged more than `limit` bytes at once: a chance to burst beyond it."""
+    return [(a.t_us, a.newly) for a in analysis.acks_received(view)
+            if a.space == "application" and a.newly * mds > limit]
+
+
+@example(schedule=strategies.ack_gap(BaseLink(), 0, 300, 80))
+@given(schedule=strategies.ack_gaps())
+def test_bursts_stay_within_the_initial_window(longlook, target, schedule):
+    """RFC 9002 §7.7: no run of back-to-back datagrams with ack-eliciting packets
+    carries more than the initial window plus one datagram. Trigger: an
+    acknowledgement newly acknowledged more than that, and data was sent after it."""
+    outcomes.require(target, "congestion_window")
+    outcomes.require(target, "smoothed_rtt")
+    with longlook.run(target, schedule, PLAN) as obs:
+        obs.completed()
+        trace, view = obs.sender, obs.wire
+        times, rates = _rate_series(trace)
+        if not rates:
+            outcomes.not_exercised("the sender logged no congestion window with a smoothed RTT in this run")
+        sends = _sends(view)
+        mds = max([analysis.max_datagram(trace), *(s for _, s in sends)])
+        limit = rfc.initial_window(max(mds, rfc.MIN_DATAGRAM)) + mds
+        last_send = sends[-1][0] if sends else 0.0
+        openings = [(t, n) for t, n in _openings(view, limit, mds) if t < last_send]
+        if not openings:
+            outcomes.not_exercised(f"no acknowledgement opened more than {limit} B at once "
+                                   f"({len(analysis.acks_received(view))} ACK frames)")
+        start, n, size = max(bursts(sends, times, rates), key=lambda b: b[2])
+        # The burst in milliseconds of the window's own rate: what a pacer with a burst
+        # allowance of that many milliseconds lets go at once.
+        window_ms = size / rates[max(bisect.bisect_right(times, start) - 1, 0)] / 1e3
+        check(size <= limit, "burst-beyond-initial-window", lambda: (
+            f"{target.id}: at t={start / 1e6:.4f} s the sender put {n} datagrams ({size} B) on the wire back to "
+            f"back, beyond the initial window plus one datagram ({limit} B): {window_ms:.2f} ms of its window's "
+            f"rate (cwnd / smoothed RTT) at once; {len(openings)} ACKs each opened more than the limit at once, "
+            f"the largest {max(k for _, k in openings)} datagrams"
+        ), excess_datagrams=(size - limit) / mds, burst_datagrams=n, window_ms=window_ms)
