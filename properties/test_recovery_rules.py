@@ -18,7 +18,8 @@ import bisect
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from harness.observe.events import Metrics, PacketSent
+from harness.observe import dialects
+from harness.observe.events import Metrics, PacketSent, SpuriousLoss
 from harness.rfc import K_GRANULARITY_US, K_PACKET_THRESHOLD, K_TIME_THRESHOLD
 from harness.schedule import TransferPlan, strategies
 from harness.schedule.strategies import QUIC, BaseLink
@@ -213,3 +214,67 @@ def test_loss_declared_by_time_threshold(longlook, target, schedule):
             f"(9/8 × {first[4] / 1e3:.1f} ms), declared "
             + (f"at t={first[3] / 1e6:.4f} s" if first[3] is not None else "never")
         ), late=len(late), delay_over_rtt=((first[3] - first[1]) / first[4]) if first and first[3] and first[4] else -1.0)
+
+
+@example(schedule=BaseLink().schedule(0, actions=[Action("s2c", i, "drop", flow=QUIC) for i in range(24, 160, 7)]))
+@given(schedule=strategies.loss_only())
+def test_loss_declared_by_packet_threshold(longlook, target, schedule):
+    """RFC 9002 §6.1.1: a packet the link dropped is declared lost (qlog packet_lost)
+    by the time the sender learns of the acknowledgement of the kPacketThreshold-th
+    (3, the example's initial value) packet it sent after it, plus 2 ms of timer slack
+    (and the handling window of a stack that logs a packet after its effects), or
+    earlier by the time threshold. Judged up to the sender's first spurious loss (a
+    stack may raise its threshold after one, as RACK does). Trigger: a dropped packet
+    whose packet-threshold acknowledgement came before its time threshold."""
+    outcomes.require(target, "packet_lost")
+    with longlook.run(target, schedule, PLAN) as obs:
+        obs.completed()
+        trace, view = obs.sender, obs.wire
+        sent = {p.pn: p.t_us for p in trace.of(PacketSent) if p.space == "application"}
+        declared: dict[int, float] = {}
+        for e in analysis.losses(trace):
+            if e.space == "application":
+                declared.setdefault(e.pn, e.t_us)
+        spurious = min((e.t_us for e in trace.of(SpuriousLoss)), default=float("inf"))
+        dropped = {r.idx for r in obs.transfer_records() if r.fate == "dropped"}
+        pns = sorted(p.pn for d in view.datagrams if d.entered and d.direction == "s2c" and d.link_idx in dropped
+                     for p in d.packets if p.space == "application" and p.ack_eliciting and p.pn in sent)
+        acks = analysis.first_acks(trace, view)
+        rtts = [(m.t_us, max(m.smoothed_rtt_us or 0, m.latest_rtt_us or 0)) for m in trace.of(Metrics)
+                if m.smoothed_rtt_us or m.latest_rtt_us]
+        by_packets, late, judged = 0, [], 0
+        # A stack that logs a packet after handling it (quic-go, tquic) has its ACKs
+        # placed where their effects may begin, up to HANDLING_US early: the slack
+        # takes that in, so a declaration in the same handling is never late.
+        stack = target.stack
+        dialect = dialects.of_stack(stack.name, bool(stack.honours.get("qlog")))
+        slack = TIMER_SLACK_US + (dialect.HANDLING_US if dialect.received_after_handling else 0.0)
+        numbers = sorted(sent)
+        for pn in pns:
+            # The first acknowledgement of the kPacketThreshold-th packet sent after it,
+            # or of any later one. Counted in packets sent, not in packet numbers: a
+            # number a stack skips (quic-go does, against optimistic ACKs) is no packet.
+            i = bisect.bisect_right(numbers, pn) + K_PACKET_THRESHOLD - 1
+            if i >= len(numbers):
+                continue
+            t_pt = next((t for t, q in acks if q >= numbers[i]), None)
+            if t_pt is None or t_pt >= spurious:
+                continue
+            judged += 1
+            rtt = max([r for t, r in rtts if t <= t_pt], default=0.0)
+            by_packets += t_pt < sent[pn] + K_TIME_THRESHOLD * rtt
+            t_decl = declared.get(pn)
+            if t_decl is None or t_decl > t_pt + slack:
+                later = sum(1 for t, q in acks if q > pn and t <= (t_decl if t_decl is not None else float("inf")))
+                late.append((pn, sent[pn], t_pt, t_decl, later))
+        if not by_packets:
+            outcomes.not_exercised(f"no dropped packet reached the packet threshold before its time threshold "
+                                   f"({judged} judged)")
+        first = late[0] if late else None
+        check(not late, "packet-threshold-late", lambda: (
+            f"{target.id}: {len(late)} of {judged} dropped packets were not declared lost when the "
+            f"{K_PACKET_THRESHOLD}rd packet sent after each was acknowledged; first: pn {first[0]} sent at "
+            f"t={first[1] / 1e6:.4f} s, that packet acknowledged at t={first[2] / 1e6:.4f} s, "
+            + (f"declared at t={first[3] / 1e6:.4f} s, after {first[4]} later packets were acknowledged"
+               if first[3] is not None else "never declared")
+        ), late=len(late), later_acked=first[4] if first else 0)

@@ -31,6 +31,8 @@ CASES = [
      "tests.mutants.collapse_on_every_loss:CollapseOnEveryLoss", "early-collapse"),
     ("properties/test_recovery_rules.py::test_loss_declared_by_time_threshold",
      "tests.mutants.late_time_threshold:LateTimeThreshold", "loss-declared-late"),
+    ("properties/test_recovery_rules.py::test_loss_declared_by_packet_threshold",
+     "tests.mutants.packet_threshold_ten:PacketThresholdTen", "packet-threshold-late"),
 ]
 
 

@@ -41,6 +41,7 @@ APP_LIMITED = "properties/test_app_limited.py::test_no_window_growth_while_appli
 
 MUTANTS: tuple[Mutant, ...] = (
     _aioquic("packet_threshold_one", "PacketThresholdOne", "newreno", "kPacketThreshold 1: reordering read as loss"),
+    _aioquic("packet_threshold_ten", "PacketThresholdTen", "newreno", "kPacketThreshold 10: losses declared late"),
     _aioquic("no_reduction_on_loss", "NoReductionOnLoss", "newreno", "no window reduction on loss"),
     _aioquic("halve_every_loss", "HalveEveryLoss", "newreno", "a reduction on every loss, recovery period ignored"),
     _aioquic("minimum_window_one_packet", "MinimumWindowOnePacket", "newreno", "minimum window of one datagram"),
