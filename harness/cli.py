@@ -75,9 +75,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("impls", help="list stacks, their CC algorithms and capabilities")
     r = sub.add_parser("replay", help="re-run exactly the property example saved in DIR")
     r.add_argument("dir", type=Path, help="an example directory (the path a failure report names)")
-    r.add_argument("--mode", choices=("real", "virtual", "saved"), default="real",
-                   help="replay in real time (default; also re-checks a virtual-time failure), virtual time, "
-                        "or the mode the example ran in (saved)")
+    r.add_argument("--mode", choices=("real", "virtual", "saved"), default="saved",
+                   help="replay in the mode the example ran in (saved, the default: exactly that example), "
+                        "in real time (re-checks a virtual-time failure) or in virtual time")
     r.add_argument("--cc", help="replay on another controller of the same stack (e.g. the stock controller a "
                                 "mutant or a candidate fix was made from) instead of the saved one")
     c = sub.add_parser("coverage", help="which TLA+ model transitions the recorded runs reached, per stack; "
