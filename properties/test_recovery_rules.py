@@ -160,6 +160,24 @@ def test_no_collapse_before_persistent_congestion(longlook, target, schedule):
             prev = c.t_us
 
 
+def _losses_to_judge(obs, trace, view):
+    """What both loss-detection properties read: the sender's application packets'
+    send times, when it first declared each lost, the ack-eliciting ones the link
+    dropped (ground truth joined to the capture), the first acknowledgement of each
+    packet, and (t_us, the larger of smoothed and latest RTT) at each report."""
+    sent = {p.pn: p.t_us for p in trace.of(PacketSent) if p.space == "application"}
+    declared: dict[int, float] = {}
+    for e in analysis.losses(trace):
+        if e.space == "application":
+            declared.setdefault(e.pn, e.t_us)
+    dropped = {r.idx for r in obs.transfer_records() if r.fate == "dropped"}
+    pns = sorted(p.pn for d in view.datagrams if d.entered and d.direction == "s2c" and d.link_idx in dropped
+                 for p in d.packets if p.space == "application" and p.ack_eliciting and p.pn in sent)
+    rtts = [(m.t_us, max(m.smoothed_rtt_us or 0, m.latest_rtt_us or 0)) for m in trace.of(Metrics)
+            if m.smoothed_rtt_us or m.latest_rtt_us]
+    return sent, declared, pns, analysis.first_acks(trace, view), rtts
+
+
 @example(schedule=BaseLink().schedule(0, actions=[Action("s2c", i, "drop", flow=QUIC) for i in range(24, 160, 7)]))
 @given(schedule=strategies.loss_only())
 def test_loss_declared_by_time_threshold(longlook, target, schedule):
@@ -175,17 +193,7 @@ def test_loss_declared_by_time_threshold(longlook, target, schedule):
         obs.completed()
         trace = obs.sender
         view = obs.wire
-        sent = {p.pn: p.t_us for p in trace.of(PacketSent) if p.space == "application"}
-        declared: dict[int, float] = {}
-        for e in analysis.losses(trace):
-            if e.space == "application":
-                declared.setdefault(e.pn, e.t_us)
-        dropped = {r.idx for r in obs.transfer_records() if r.fate == "dropped"}
-        pns = sorted(p.pn for d in view.datagrams if d.entered and d.direction == "s2c" and d.link_idx in dropped
-                     for p in d.packets if p.space == "application" and p.ack_eliciting and p.pn in sent)
-        acks = analysis.first_acks(trace, view)
-        rtts = [(m.t_us, max(m.smoothed_rtt_us or 0, m.latest_rtt_us or 0)) for m in trace.of(Metrics)
-                if m.smoothed_rtt_us or m.latest_rtt_us]
+        sent, declared, pns, acks, rtts = _losses_to_judge(obs, trace, view)
         end_of_trace = trace.events[-1].t_us
         tails, late, judged = 0, [], 0
         for pn in pns:
@@ -230,18 +238,8 @@ def test_loss_declared_by_packet_threshold(longlook, target, schedule):
     with longlook.run(target, schedule, PLAN) as obs:
         obs.completed()
         trace, view = obs.sender, obs.wire
-        sent = {p.pn: p.t_us for p in trace.of(PacketSent) if p.space == "application"}
-        declared: dict[int, float] = {}
-        for e in analysis.losses(trace):
-            if e.space == "application":
-                declared.setdefault(e.pn, e.t_us)
+        sent, declared, pns, acks, rtts = _losses_to_judge(obs, trace, view)
         spurious = min((e.t_us for e in trace.of(SpuriousLoss)), default=float("inf"))
-        dropped = {r.idx for r in obs.transfer_records() if r.fate == "dropped"}
-        pns = sorted(p.pn for d in view.datagrams if d.entered and d.direction == "s2c" and d.link_idx in dropped
-                     for p in d.packets if p.space == "application" and p.ack_eliciting and p.pn in sent)
-        acks = analysis.first_acks(trace, view)
-        rtts = [(m.t_us, max(m.smoothed_rtt_us or 0, m.latest_rtt_us or 0)) for m in trace.of(Metrics)
-                if m.smoothed_rtt_us or m.latest_rtt_us]
         by_packets, late, judged = 0, [], 0
         # A stack that logs a packet after handling it (quic-go, tquic) has its ACKs
         # placed where their effects may begin, up to HANDLING_US early: the slack
