@@ -20,13 +20,21 @@ from __future__ import annotations
 import bisect
 
 from hypothesis import example, given
+from hypothesis import strategies as st
 
 from harness.observe.events import Metrics, PacketAcked, PacketLost, PacketSent
 from harness.schedule import TransferPlan, strategies
+from harness.schedule.strategies import BaseLink
 from harness.verdict import analysis, outcomes
+from harness.verdict.blackhole import hit_the_transfer, probe_datagrams, quiet_period
 from harness.verdict.deviation import check
 
 PLAN = TransferPlan(sizes=(1_000_000,))
+#: Long enough that a blackhole drawn by long_blackholes() falls inside the transfer.
+DARK_PLAN = TransferPlan(sizes=(2_000_000,))
+#: Probe datagrams the sender must have sent before a report judges them: the reports
+#: are compared within one datagram, so one uncounted probe would hide in that slack.
+PROBES_TO_JUDGE = 2
 #: Stacks log an ACK's effect and the ACK's packet microseconds apart, in either
 #: order: events this close are taken as simultaneous.
 ORDER_SLACK_US = 1_000
@@ -60,6 +68,63 @@ def test_bytes_in_flight_match_the_wire(longlook, target, schedule):
             f"t={mismatches[0][0] / 1e6:.4f} s: reported {mismatches[0][1]}, expected "
             f"{mismatches[0][2]}…{mismatches[0][3]} within ±{ORDER_SLACK_US / 1e3:.0f} ms of the sender's own log"
         ), mismatch_share=len(mismatches) / checked)
+
+
+@example(schedule=strategies.dark(BaseLink(), 0, 600, 2000))
+@given(schedule=st.one_of(strategies.long_blackholes(), strategies.blackholes()))
+def test_probes_count_in_flight(longlook, target, schedule):
+    """RFC 9002 §7.5: the probes a PTO sends past the congestion window count as
+    additionally in flight. During a blackhole of the data direction (no
+    acknowledgement with news for the sender), every bytes_in_flight the sender
+    reports once it has sent two probe datagrams is within one datagram of what its
+    sends and declared losses put in flight, probes included (the same replay of its
+    own log as test_bytes_in_flight_match_the_wire, sizes from the wire). A sender
+    that leaves its probes out falls a datagram further behind with each one.
+    Trigger: a report in the quiet period after the sender's timers had sent at least
+    two datagrams with ack-eliciting packets."""
+    outcomes.require(target, "ack_frames")
+    outcomes.require(target, "bytes_in_flight")
+    outcomes.require(target, "packet_lost")
+    with longlook.run(target, schedule, DARK_PLAN, timeout_s=60) as obs:
+        obs.completed()
+        hit_the_transfer(obs, schedule)
+        trace, view = obs.sender, obs.wire
+        quiet_from, quiet_to = quiet_period(obs, schedule)
+        probes, _ = probe_datagrams(obs, schedule)
+        eliciting_probes = [d for d in probes if any(p.ack_eliciting for p in d.packets)]
+        if len(eliciting_probes) < PROBES_TO_JUDGE:
+            outcomes.not_exercised(f"the sender's timers sent {len(eliciting_probes)} datagram(s) with ack-eliciting "
+                                   f"packets during the blackhole, fewer than {PROBES_TO_JUDGE}")
+        # The send of the PROBES_TO_JUDGE-th probe datagram as the sender logged it
+        # (its own clock, as its reports).
+        nth = {p.pn for p in eliciting_probes[PROBES_TO_JUDGE - 1].packets if p.space == "application"}
+        sent_at = [e.t_us for e in trace.of(PacketSent) if e.space == "application" and e.pn in nth]
+        if not sent_at:
+            outcomes.not_exercised("the sender's log has no send of its second probe datagram")
+        judged_from = min(sent_at) + ORDER_SLACK_US
+        # The wire's quiet period ends at the first news reaching the sender; its log's
+        # reports are on its own clock, compared up to that instant (less the slack).
+        mss = analysis.max_datagram(trace)
+        checked, behind = 0, []
+        for t, value, expected in _replay(trace, counted_on_wire(view)):
+            if not judged_from <= t < quiet_to - ORDER_SLACK_US:
+                continue
+            checked += 1
+            if not any(abs(value - e) <= mss for e in expected):
+                behind.append((t, value, min(expected), max(expected)))
+        if not checked:
+            outcomes.not_exercised("the sender reported no bytes_in_flight after its second probe and before the "
+                                   "blackhole's news")
+        first = behind[0] if behind else None
+        check(not behind, "probes-not-in-flight", lambda: (
+            f"{target.id}: {len(behind)} of {checked} bytes_in_flight reports during the blackhole, after "
+            f"{len(eliciting_probes)} probe datagram(s) from +{(eliciting_probes[0].t_us - quiet_from) / 1e3:.0f} ms "
+            f"after the last news, differ by more than a datagram ({mss} B) from its sends (probes included) less "
+            f"its declared losses; first at t={first[0] / 1e6:.4f} s: reported {first[1]}, expected "
+            f"{first[2]}…{first[3]}"
+        ),  # reported less expected at the worst report: negative where probes are left out
+            difference=max((min(v - lo, v - hi, key=abs) for _, v, lo, hi in behind), key=abs, default=0),
+            probes=len(eliciting_probes))
 
 
 def counted_on_wire(view) -> dict[int, int]:

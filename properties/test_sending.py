@@ -25,6 +25,7 @@ from harness.observe.events import Metrics, PacketAcked, PacketSent
 from harness.schedule import TransferPlan, strategies
 from harness.schedule.strategies import BaseLink
 from harness.verdict import analysis, outcomes
+from harness.verdict.blackhole import hit_the_transfer, probe_datagrams, quiet_period
 from harness.verdict.deviation import check
 
 PLAN = TransferPlan(sizes=(1_000_000,))
@@ -36,10 +37,6 @@ ORDER_SLACK_US = 1_000
 #: A PTO is longer than the smoothed RTT (§6.2.1), itself about the path's minimum
 #: RTT: a send after this share of it without any news is timer-driven.
 PROBE_SILENCE_RTT = 0.9
-#: A server answers a client datagram within the client's max_ack_delay (25 ms by
-#: default, RFC 9000 §18.2), plus the timer's granularity: a non-eliciting datagram
-#: this soon after one arrived is an acknowledgement, not a probe (µs).
-ANSWER_US = 30_000
 #: §6.2.4: datagrams with ack-eliciting packets per PTO expiry.
 MAX_PROBE_DATAGRAMS = 2
 
@@ -196,42 +193,6 @@ def _sends(trace, eliciting: set[int]):
     return out
 
 
-def _quiet_period(obs, schedule):
-    """(from, to) µs of the blackhole's stretch with no news for the sender: from the
-    last acknowledgement with news before the link came back (data delivered before
-    the dark is still acknowledged) to the first one after it."""
-    dark_from, dark_to = schedule.phases[1].start_us, schedule.phases[2].start_us
-    news = analysis.new_ack_arrivals(obs.wire)
-    quiet_from = max((t for t in news if t < dark_to), default=dark_from)
-    quiet_to = min((t for t in news if t >= dark_to), default=float("inf"))
-    return quiet_from, quiet_to
-
-
-def _hit_the_transfer(obs, schedule) -> None:
-    """Not exercised unless the transfer was under way when the link went dark: in
-    real time an endpoint's start-up may put the whole handshake into the blackhole."""
-    dark_from = schedule.phases[1].start_us
-    if not any(d.entered and d.direction == "s2c" and d.t_us < dark_from and
-               any(p.space == "application" and p.ack_eliciting for p in d.packets) for d in obs.wire.datagrams):
-        outcomes.not_exercised("the blackhole began before the transfer sent any data")
-
-
-def _probe_datagrams(obs, schedule):
-    """The sender's datagrams of the blackhole's quiet period that answer no client
-    datagram (none arrived within ANSWER_US before): what its timers sent."""
-    view = obs.wire
-    quiet_from, quiet_to = _quiet_period(obs, schedule)
-    arrivals = [d.t_us for d in view.datagrams if not d.entered and d.direction == "c2s"]
-    out = []
-    for d in view.datagrams:
-        if d.entered and d.direction == "s2c" and quiet_from < d.t_us < quiet_to:
-            i = bisect.bisect_right(arrivals, d.t_us)
-            if i and d.t_us - arrivals[i - 1] <= ANSWER_US:
-                continue
-            out.append(d)
-    return out, quiet_from
-
-
 @example(schedule=strategies.dark(BaseLink(), 0, 600, 2000))
 @given(schedule=st.one_of(strategies.long_blackholes(), strategies.blackholes()))
 def test_probes_are_ack_eliciting(longlook, target, schedule):
@@ -241,8 +202,8 @@ def test_probes_are_ack_eliciting(longlook, target, schedule):
     Trigger: the blackhole hit the transfer under way, and the sender's timers sent
     at least one such datagram."""
     with longlook.run(target, schedule, DARK_PLAN, timeout_s=60) as obs:
-        _hit_the_transfer(obs, schedule)
-        probes, quiet_from = _probe_datagrams(obs, schedule)
+        hit_the_transfer(obs, schedule)
+        probes, quiet_from = probe_datagrams(obs, schedule)
         if not probes:
             outcomes.not_exercised("the sender's timers sent nothing during the blackhole")
         bad = [(d, p) for d in probes for p in d.packets if not p.ack_eliciting]
@@ -269,9 +230,9 @@ def test_probe_bursts_are_at_most_two_datagrams(longlook, target, schedule):
     rtt_us = 2 * schedule.phases[0].s2c.delay_us
     with longlook.run(target, schedule, DARK_PLAN, timeout_s=60) as obs:
         obs.completed()
-        _hit_the_transfer(obs, schedule)
+        hit_the_transfer(obs, schedule)
         view = obs.wire
-        quiet_from, quiet_to = _quiet_period(obs, schedule)
+        quiet_from, quiet_to = quiet_period(obs, schedule)
         # Every ack-eliciting send of the run, so that a burst's silence before it
         # counts the sends before the dark too; those of the quiet period are judged.
         eliciting_datagrams = [d for d in view.datagrams if d.entered and d.direction == "s2c"

@@ -1,4 +1,5 @@
-"""The properties of properties/test_sending.py, test_pacing.py and test_recovery_rules.py
+"""The properties of properties/test_sending.py, test_pacing.py, test_recovery_rules.py and
+test_bytes_in_flight.py (its probe rule)
 can fail: each one, run in virtual time on aioquic with a planted controller
 (tests/mutants/), fails with its own deviation kind, while stock NewReno passes it.
 
@@ -23,6 +24,8 @@ CASES = [
      "tests.mutants.ack_only_probes:AckOnlyProbes", "probe-not-ack-eliciting"),
     ("properties/test_sending.py::test_probe_bursts_are_at_most_two_datagrams",
      "tests.mutants.probe_burst_of_five:ProbeBurstOfFive", "probe-burst-too-long"),
+    ("properties/test_bytes_in_flight.py::test_probes_count_in_flight",
+     "tests.mutants.probes_not_in_flight:ProbesNotInFlight", "probes-not-in-flight"),
     ("properties/test_pacing.py::test_bursts_stay_within_the_initial_window",
      "tests.mutants.no_pacing:NoPacing", "burst-beyond-initial-window"),
     ("properties/test_recovery_rules.py::test_recovery_ends_at_the_reduced_window",

@@ -1,0 +1,57 @@
+"""What a blackhole of the data direction shows on the wire: the stretch with no news
+for the sender, whether the blackhole hit the transfer under way, and the datagrams
+the sender's timers sent in it (its PTO probes).
+
+Shared by the properties that judge probes: how many datagrams a PTO sends
+(test_sending), that they elicit acknowledgements (test_sending) and that the sender
+counts them in flight (test_bytes_in_flight). The schedules are those of
+strategies.dark / blackholes / long_blackholes: phase 1 is the dark, phase 2 the light.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from harness.verdict import analysis, outcomes
+
+#: A server answers a client datagram within the client's max_ack_delay (25 ms by
+#: default, RFC 9000 §18.2), plus the timer's granularity: a non-eliciting datagram
+#: this soon after one arrived is an acknowledgement, not a probe (µs).
+ANSWER_US = 30_000
+
+
+def quiet_period(obs, schedule) -> tuple[float, float]:
+    """(from, to) µs of the blackhole's stretch with no news for the sender: from the
+    last acknowledgement with news before the link came back (data delivered before
+    the dark is still acknowledged) to the first one after it."""
+    dark_from, dark_to = schedule.phases[1].start_us, schedule.phases[2].start_us
+    news = analysis.new_ack_arrivals(obs.wire)
+    quiet_from = max((t for t in news if t < dark_to), default=dark_from)
+    quiet_to = min((t for t in news if t >= dark_to), default=float("inf"))
+    return quiet_from, quiet_to
+
+
+def hit_the_transfer(obs, schedule) -> None:
+    """Not exercised unless the transfer was under way when the link went dark: in
+    real time an endpoint's start-up may put the whole handshake into the blackhole."""
+    dark_from = schedule.phases[1].start_us
+    if not any(d.entered and d.direction == "s2c" and d.t_us < dark_from and
+               any(p.space == "application" and p.ack_eliciting for p in d.packets) for d in obs.wire.datagrams):
+        outcomes.not_exercised("the blackhole began before the transfer sent any data")
+
+
+def probe_datagrams(obs, schedule):
+    """(datagrams, quiet_from): the sender's datagrams of the blackhole's quiet period
+    that answer no client datagram (none arrived within ANSWER_US before): what its
+    timers sent."""
+    view = obs.wire
+    quiet_from, quiet_to = quiet_period(obs, schedule)
+    arrivals = [d.t_us for d in view.datagrams if not d.entered and d.direction == "c2s"]
+    out = []
+    for d in view.datagrams:
+        if d.entered and d.direction == "s2c" and quiet_from < d.t_us < quiet_to:
+            i = bisect.bisect_right(arrivals, d.t_us)
+            if i and d.t_us - arrivals[i - 1] <= ANSWER_US:
+                continue
+            out.append(d)
+    return out, quiet_from
