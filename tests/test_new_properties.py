@@ -65,7 +65,11 @@ STOCK_FINDINGS = {"properties/test_pacing.py::test_bursts_stay_within_the_initia
 def test_stock_newreno_passes_the_property(node, tmp_path):
     r = _run(node, "newreno", tmp_path / "art")
     # Exit 0 alone would also be an all-skipped or not-exercised case: it must be judged.
-    assert r.returncode == 0 and "1 passed" in r.stdout and "not exercised" not in r.stdout, r.stdout[-3000:]
+    # An XPASS is judged and passed too: a non-strict finding's case (F27 on newreno,
+    # seen in 1 of 60 real-time runs) that did not show the deviation this time.
+    summary = r.stdout.strip().splitlines()[-1]
+    assert r.returncode == 0 and ("1 passed" in summary or "1 xpassed" in summary), r.stdout[-3000:]
+    assert "not exercised" not in summary, r.stdout[-3000:]
 
 
 @pytest.mark.slow

@@ -86,6 +86,32 @@ def test_a_finding_expects_an_assertion_not_any_exception():
     assert _refresh(r3).skipped and r3.wasxfail
 
 
+def test_a_real_time_failure_the_replay_did_not_repeat_is_matched_by_what_failed():
+    # Hypothesis's FlakyFailure after a real-time failure holds the replay's outcome
+    # (here: not exercised), not the deviation: the runner's record of what failed is
+    # what the finding's signature is matched against.
+    from harness.verdict.deviation import deviation
+    from harness.verdict.outcomes import NotExercised
+    from hypothesis.errors import FlakyFailure
+
+    signature = {"kind": "probes-not-in-flight", "measured": {"unexplained": [-1252, 2504]}}
+    flaky = FlakyFailure("Inconsistent results from replaying a test case!", [NotExercised("no report")])
+    match = deviation("probes-not-in-flight", "4659 B below", unexplained=349)
+    r = _report("skipped", wasxfail="F26: …", longrepr="FlakyFailure")
+    settle(r, _call(flaky), Ledger(judged=3, failures=[match]), (False, "F26: …", signature))
+    assert _refresh(r).skipped and r.wasxfail
+    # The same replay after a failure outside the signature: the case fails.
+    other = deviation("probes-not-in-flight", "probes left out", unexplained=-2504)
+    r2 = _report("skipped", wasxfail="F26: …", longrepr="FlakyFailure")
+    settle(r2, _call(flaky), Ledger(judged=3, failures=[match, other]), (False, "F26: …", signature))
+    assert _refresh(r2).failed and "unexplained=-2504" in r2.sections[0][1]
+    # A rejection is never taken for a failure that matches: with nothing recorded
+    # either, the group itself is what failed.
+    r3 = _report("skipped", wasxfail="F26: …", longrepr="FlakyFailure")
+    settle(r3, _call(flaky), Ledger(judged=3), (False, "F26: …", signature))
+    assert _refresh(r3).failed
+
+
 @pytest.mark.slow
 def test_two_cuts_without_loss_fail_the_one_reduction_property(tmp_path):
     """The planted controller of issue 27 (tests/mutants/cuts_without_loss.py) fails,

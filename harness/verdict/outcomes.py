@@ -26,7 +26,7 @@ import pytest
 from hypothesis.errors import UnsatisfiedAssumption
 
 from harness.observe import dialects
-from harness.verdict.deviation import Deviation, matches
+from harness.verdict.deviation import Deviation, deviation, matches
 
 #: The only reasons a property may be skipped for, as the prefix of its message.
 SKIP_REASONS = ("capability:", "not applicable:", "real time only:")
@@ -50,6 +50,22 @@ class Ledger:
     #: The modes its examples ran in ("virtual", "real"): with --mode auto a case
     #: may run some of them in each.
     modes: set[str] = field(default_factory=set)
+    #: What failed each failing example (a Deviation or any other exception), as the
+    #: runner caught it: a real-time failure that Hypothesis's replay did not repeat
+    #: reaches pytest as a FlakyFailure holding only the replay's outcome.
+    failures: list[BaseException] = field(default_factory=list)
+
+    def record_failure(self, e: BaseException) -> None:
+        """Keeps what failed an example, leaf by leaf, as fresh exceptions: the
+        caught one's traceback holds the run's observation (capture, logs) alive."""
+        for leaf in _leaves(e):
+            if isinstance(leaf, Deviation):
+                kept = deviation(leaf.kind, leaf.args[0] if leaf.args else "", **leaf.measured)
+            elif isinstance(leaf, AssertionError):
+                kept = AssertionError(str(leaf))
+            else:
+                kept = RuntimeError(f"{type(leaf).__name__}: {leaf}")
+            self.failures.append(kept)
 
     def outcome(self) -> tuple[str, str] | None:
         """("inconclusive" | "not exercised", why) when no example was judged, else None."""
@@ -144,8 +160,16 @@ def settle(report, call, ledger: Ledger | None, finding: tuple[bool, str] | None
             return
     if xfailed and exc is not None:
         signature = finding[2] if finding and len(finding) > 2 else None
-        others = [e for e in _leaves(exc) if not (isinstance(e, AssertionError) if signature is None
-                                                  else matches(e, signature))]
+        # A rejection (not exercised, inconclusive) is no failure: it is inside the
+        # group when Hypothesis's replay of a real-time failure did not fail again. The
+        # failures are then the ones the runner caught, each matched like any other.
+        leaves = [e for e in _leaves(exc) if not isinstance(e, UnsatisfiedAssumption)]
+        if not leaves and ledger is not None:
+            leaves = list(ledger.failures)
+        if not leaves:
+            leaves = [exc]
+        others = [e for e in leaves if not (isinstance(e, AssertionError) if signature is None
+                                            else matches(e, signature))]
         if others:
             what = "; ".join(dict.fromkeys(_what(e) for e in others))
             expected = f" (expected: {_show(signature)})" if signature is not None else ""

@@ -236,6 +236,8 @@ class Runner:
             self._passed(held)
             raise
         except BaseException as e:
+            if not getattr(e, "_longlook_recorded", False):  # run() records its own
+                ledger.record_failure(e)
             if held:
                 self._fail(_nodeid(), held, e)
             raise
@@ -285,6 +287,11 @@ class Runner:
             _discard(out)
             raise
         except BaseException as e:
+            self.ledger(nodeid).record_failure(e)
+            try:
+                e._longlook_recorded = True
+            except AttributeError:  # an exception type with __slots__
+                pass
             if self._held is not None:
                 self._held.append(out)  # together() keeps it with the runs before it
             else:
