@@ -6,6 +6,8 @@ acknowledged, an endpoint SHOULD declare an earlier packet lost if it was sent a
 threshold amount of time in the past" (9/8 · max(smoothed_rtt, latest_rtt)).
 RFC 9002 §7.3.2: "The congestion window MUST be set to the reduced value of the slow
 start threshold before exiting the recovery period."
+RFC 9002 §7.4: "Endpoints MUST NOT ignore the loss of packets that were sent after the
+earliest acknowledged packet in a given packet number space."
 RFC 9002 §7.6.2: persistent congestion, and the collapse to kMinimumWindow it brings,
 needs lost packets whose send times lie further apart than the persistent
 congestion duration.
@@ -19,7 +21,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from harness.observe import dialects
-from harness.observe.events import Metrics, PacketSent, SpuriousLoss
+from harness.observe.events import Metrics, PacketSent, PtoExpired, SpuriousLoss
 from harness.rfc import K_GRANULARITY_US, K_PACKET_THRESHOLD, K_TIME_THRESHOLD
 from harness.schedule import TransferPlan, strategies
 from harness.schedule.strategies import QUIC, BaseLink
@@ -276,3 +278,59 @@ def test_loss_declared_by_packet_threshold(longlook, target, schedule):
             + (f"declared at t={first[3] / 1e6:.4f} s, after {first[4]} later packets were acknowledged"
                if first[3] is not None else "never declared")
         ), late=len(late), later_acked=first[4] if first else 0)
+
+
+@example(schedule=BaseLink().schedule(0, actions=[Action("s2c", i, "drop", flow=QUIC) for i in range(24, 160, 7)]))
+@given(schedule=strategies.loss_only())
+def test_no_loss_is_ignored(longlook, target, schedule):
+    """RFC 9002 §7.4: the sender does not ignore the loss of a packet sent after the
+    earliest acknowledged packet of its space. Every ack-eliciting application packet
+    the link dropped (ground truth joined to the capture), sent after the first
+    application packet that was acknowledged, is declared lost (qlog packet_lost) at
+    some time, once the sender had what loss detection needs before its log ended: a
+    later packet acknowledged, and the time threshold (9/8 × the largest RTT it
+    logged, 2 ms of timer slack) run out. How late does not matter here (the
+    threshold properties judge that); never is what this MUST forbids, since a loss
+    the sender never declares is one its congestion controller never hears of.
+    Small objects one after another (as the time-threshold property fetches), so that
+    losses fall in tails as well as in flights, where a PTO may be what finds them.
+    Trigger: a dropped packet whose loss the sender had the evidence and the time to
+    declare."""
+    outcomes.require(target, "packet_lost")
+    with longlook.run(target, schedule, TAILS_PLAN) as obs:
+        obs.completed()
+        trace, view = obs.sender, obs.wire
+        sent, declared, pns, acks, rtts = _losses_to_judge(obs, trace, view)
+        acked = {q for _, q in acks}
+        earliest = min((sent[q] for q in acked if q in sent), default=None)
+        log_end = max((e.t_us for e in trace.events), default=0.0)
+        rtt = max((r for _, r in rtts), default=0.0)
+        judged, ignored = 0, []
+        for pn in pns:
+            if earliest is None or sent[pn] <= earliest or pn in acked:
+                continue  # before the earliest acknowledged (§7.4 lets it go), or a copy arrived
+            t_later = next((t for t, q in acks if sent.get(q, -1) > sent[pn]), None)
+            if t_later is None:
+                continue  # nothing sent after it was acknowledged: no evidence of its loss
+            deadline = max(t_later, sent[pn] + K_TIME_THRESHOLD * rtt) + TIMER_SLACK_US
+            if deadline > log_end:
+                continue  # the connection ended before the time threshold ran out
+            judged += 1
+            if pn not in declared:
+                ignored.append((pn, sent[pn], t_later, deadline))
+        if not judged:
+            outcomes.not_exercised(f"no dropped packet sent after the earliest acknowledged one had its loss "
+                                   f"evidence and time threshold before the sender's log ended ({len(pns)} dropped)")
+        first = ignored[0] if ignored else None
+        # Of those, the ones no PTO expiry (as the sender logged it) followed while they
+        # were in flight: a sender that drops a packet quietly when its PTO fires (quic-go,
+        # F26, RFC 9002 §6.2) shows none; one that ignores losses otherwise shows some.
+        ptos = sorted(e.t_us for e in trace.of(PtoExpired))
+        without_pto = sum(1 for pn, t_sent, _, deadline in ignored
+                          if bisect.bisect_left(ptos, t_sent) == bisect.bisect_right(ptos, deadline))
+        check(not ignored, "loss-ignored", lambda: (
+            f"{target.id}: {len(ignored)} of {judged} dropped packets sent after the earliest acknowledged one were "
+            f"never declared lost; first: pn {first[0]} sent at t={first[1] / 1e6:.4f} s, a later packet "
+            f"acknowledged at t={first[2] / 1e6:.4f} s, the sender's log running to t={log_end / 1e6:.4f} s; "
+            f"{without_pto} of them with no PTO expiry logged while in flight"
+        ), ignored=len(ignored), ignored_share=len(ignored) / judged, without_pto=without_pto)

@@ -36,6 +36,8 @@ CASES = [
      "tests.mutants.late_time_threshold:LateTimeThreshold", "loss-declared-late"),
     ("properties/test_recovery_rules.py::test_loss_declared_by_packet_threshold",
      "tests.mutants.packet_threshold_ten:PacketThresholdTen", "packet-threshold-late"),
+    ("properties/test_recovery_rules.py::test_no_loss_is_ignored",
+     "tests.mutants.ignores_every_second_loss:IgnoresEverySecondLoss", "loss-ignored"),
 ]
 
 
