@@ -271,3 +271,60 @@ def test_handshake_probes_leave_max_ack_delay_out(longlook, target, schedule):
             f"[{HANDSHAKE_LOW}, {HANDSHAKE_HIGH}]" + (f"; with the server's max_ack_delay {mad / 1e3:.0f} ms it would "
                                                        f"be ×{(expected + mad) / expected:.2f}" if mad else "")
         ), ratio=ratio, expected_us=expected)
+
+
+#: RFC 9000 §8.1: before the client's address is validated, a server sends at most
+#: this many times the bytes it has received.
+AMPLIFICATION_FACTOR = 3
+#: A full-sized datagram of the handshake (RFC 9000 §14.1's minimum): a server this
+#: close to its limit cannot send another one, so the limit bound it.
+FULL_DATAGRAM = 1200
+
+
+@example(schedule=strategies.handshake_delayed(BaseLink(rtt_us=10_000), 0, 3_000))
+@given(schedule=strategies.handshake_delays())
+def test_server_stays_within_the_amplification_limit(longlook, target, schedule):
+    """RFC 9002 §6.2.2.1: "If no additional data can be sent, the server's PTO timer
+    MUST NOT be armed until datagrams have been received from the client", and the
+    limit behind it, RFC 9000 §8.1: until the client's address is validated (a
+    Handshake packet from it arrives), the server sends at most three times the UDP
+    payload bytes it has received. The client's datagrams after its first Initial are
+    held back for seconds, so the server's retransmissions of its first flight run into the limit;
+    a probe sent past it is what an armed timer at the limit shows on the wire. Read
+    off the server side's capture: each datagram the server sent before validation,
+    against the client datagrams that had reached it by then. Trigger: the server
+    came within one full-sized datagram of its limit before validation."""
+    if target.direction != "download":
+        outcomes.not_applicable("judged on the target's server, which sends the download's data")
+    # Whether a server retransmits its first flight up to its limit at all is its habit
+    # more than the schedule's (quiche's waits for the client): an example that does
+    # not show it counts toward max_examples instead of a hunt through hundreds.
+    with outcomes.rare_trigger(), longlook.run(target, schedule, HANDSHAKE_PLAN) as obs:
+        obs.completed()
+        view = obs.wire
+        arrivals = sorted((d.t_us, d.udp_size, any(p.space == "handshake" for p in d.packets))
+                          for d in view.datagrams if not d.entered and d.direction == "c2s")
+        validated = next((t for t, _, handshake in arrivals if handshake), float("inf"))
+        sends = sorted((d.t_us, d.udp_size) for d in view.datagrams
+                       if d.entered and d.direction == "s2c" and d.t_us < validated)
+        received = [(t, size) for t, size, _ in arrivals]
+        times = [t for t, _ in received]
+        totals = [0]
+        for _, size in received:
+            totals.append(totals[-1] + size)
+        sent, closest, over = 0, float("inf"), []
+        for t, size in sends:
+            sent += size
+            limit = AMPLIFICATION_FACTOR * totals[bisect.bisect_right(times, t)]
+            closest = min(closest, limit - sent)
+            if sent > limit:
+                over.append((t, sent, limit))
+        if closest >= FULL_DATAGRAM:
+            outcomes.not_exercised(f"the server never came within a datagram of its amplification limit before the "
+                                   f"client's address was validated (closest: {closest:.0f} B below it)")
+        first = over[0] if over else None
+        check(not over, "amplification-limit-exceeded", lambda: (
+            f"{target.id}: {len(over)} datagrams the server sent before the client's address was validated took it "
+            f"past three times the bytes it had received; first at t={first[0] / 1e6:.4f} s: {first[1]} B sent "
+            f"against {first[2] // AMPLIFICATION_FACTOR} B received (limit {first[2]} B)"
+        ), over=len(over), excess_bytes=max((s - lim for _, s, lim in over), default=0))

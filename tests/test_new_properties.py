@@ -1,5 +1,5 @@
-"""The properties of properties/test_sending.py, test_pacing.py, test_recovery_rules.py and
-test_bytes_in_flight.py (its probe rule)
+"""The properties of properties/test_sending.py, test_pacing.py, test_recovery_rules.py,
+test_bytes_in_flight.py (its probe rule) and test_pto.py (the amplification limit)
 can fail: each one, run in virtual time on aioquic with a planted controller
 (tests/mutants/), fails with its own deviation kind, while stock NewReno passes it.
 
@@ -38,6 +38,8 @@ CASES = [
      "tests.mutants.packet_threshold_ten:PacketThresholdTen", "packet-threshold-late"),
     ("properties/test_recovery_rules.py::test_no_loss_is_ignored",
      "tests.mutants.ignores_every_second_loss:IgnoresEverySecondLoss", "loss-ignored"),
+    ("properties/test_pto.py::test_server_stays_within_the_amplification_limit",
+     "tests.mutants.amplification_twice:AmplificationTwice", "amplification-limit-exceeded"),
 ]
 
 

@@ -308,6 +308,29 @@ def handshake_held_back(base: BaseLink, seed: int, drops: int) -> Schedule:
     return base.schedule(seed, actions=[Action("c2s", i, "drop") for i in range(1, drops + 1)])
 
 
+#: Client datagrams after its first that handshake_delayed holds back: more than any
+#: stack sends while its handshake waits (its ACKs, its Finished, its probes).
+HANDSHAKE_DELAYED_DATAGRAMS = 60
+
+
+def handshake_delayed(base: BaseLink, seed: int, delay_ms: int) -> Schedule:
+    """A clean link that delays every client datagram after its first (its Initial) by
+    `delay_ms`: for that long the server has heard only the Initial, whatever the
+    client's probe timer does (dropping them instead would make the wait the client's
+    backoff: seconds on one stack, minutes on another), so the server's own
+    retransmissions meet its anti-amplification limit."""
+    return base.schedule(seed, actions=[Action("c2s", i, "delay", flow=QUIC, extra_us=delay_ms * 1_000)
+                                        for i in range(1, HANDSHAKE_DELAYED_DATAGRAMS + 1)])
+
+
+@replayable
+def handshake_delays() -> st.SearchStrategy[Schedule]:
+    """The client's datagrams after its Initial held back 1.5 to 4 s, over 10–40 ms RTTs:
+    long enough for a server's PTO (about 1 s before any RTT sample) to fire twice."""
+    return st.builds(handshake_delayed, st.builds(BaseLink, rtt_us=st.sampled_from([10_000, 20_000, 40_000])), seeds,
+                     st.integers(min_value=1_500, max_value=4_000))
+
+
 @replayable
 def handshake_losses() -> st.SearchStrategy[Schedule]:
     """The client's Handshake flight lost several times over a short path (6–10 ms

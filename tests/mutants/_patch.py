@@ -12,13 +12,16 @@ mutant controller in a process that goes on to other work (tests/test_mutants.py
 from __future__ import annotations
 
 _originals: list[tuple[object, str, object]] = []
+#: The original of an attribute the owner did not have (an instance attribute made a
+#: class property): undoing deletes it.
+_MISSING = object()
 
 
 def patch(owner: object, name: str, value: object) -> None:
     """Sets `owner.name` to `value`, remembering the original the first time only
     (every connection builds a controller; the stock value must survive them all)."""
     if not any(o is owner and n == name for o, n, _ in _originals):
-        _originals.append((owner, name, getattr(owner, name)))
+        _originals.append((owner, name, getattr(owner, name, _MISSING)))
     setattr(owner, name, value)
 
 
@@ -26,7 +29,10 @@ def undo_all() -> None:
     """Restores every patched attribute, newest first."""
     while _originals:
         owner, name, value = _originals.pop()
-        setattr(owner, name, value)
+        if value is _MISSING:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, value)
 
 
 def active() -> list[str]:
