@@ -328,3 +328,77 @@ def test_server_stays_within_the_amplification_limit(longlook, target, schedule)
             f"past three times the bytes it had received; first at t={first[0] / 1e6:.4f} s: {first[1]} B sent "
             f"against {first[2] // AMPLIFICATION_FACTOR} B received (limit {first[2]} B)"
         ), over=len(over), excess_bytes=max((s - lim for _, s, lim in over), default=0))
+
+
+#: A client datagram is its own timer's (a probe) when no server datagram reached the
+#: client, and the client sent nothing, for this long before it: a client answers a
+#: server flight (its Finished, then its request) within a few ms, and its handshake
+#: PTO is at least an RTT plus 4 × rttvar (µs).
+CLIENT_PROBE_QUIET_US = 20_000
+#: The datagrams one timer expiry sends leave together: those within this of a probe's
+#: first datagram are its too (µs).
+CLIENT_PROBE_BURST_US = 5_000
+
+
+@example(schedule=strategies.handshake_delayed(BaseLink(rtt_us=10_000), 0, 3_000))
+@given(schedule=strategies.handshake_delays())
+def test_client_probes_carry_handshake_packets(longlook, target, schedule):
+    """RFC 9002 §6.2.2.1: "When the PTO fires, the client MUST send a Handshake packet
+    if it has Handshake keys, otherwise it MUST send an Initial packet in a UDP datagram
+    with a payload of at least 1200 bytes", and §6.2.1: no PTO for the Application Data
+    space until the handshake is confirmed. The client's datagrams after its Initial are
+    held back, so its Handshake flight goes unacknowledged and its timer fires. Read off
+    the client side's capture: every ack-eliciting datagram the client sends on its own
+    (nothing from the server reached it and it sent nothing for 20 ms before) until a
+    HANDSHAKE_DONE reaches it, with the datagrams it sends in the 5 ms after (one
+    expiry's), carries an ack-eliciting Handshake packet once a server
+    Handshake packet had reached it, and before that a Handshake packet or an Initial in
+    at least 1200 bytes. Judged on the target's client (in a download without a peer it
+    is the target's stack). Trigger: such a client probe."""
+    if target.peer is not None or target.direction != "download":
+        outcomes.not_applicable("judged on the target's own client in a download; here the client is another "
+                                "stack's or the sender")
+    with outcomes.rare_trigger(), longlook.run(target, schedule, HANDSHAKE_PLAN) as obs:
+        obs.completed()
+        view = obs.client_wire
+        arrivals = [d for d in view.datagrams if not d.entered and d.direction == "s2c"]
+        keys_at = min((d.t_us for d in arrivals if any(p.space == "handshake" for p in d.packets)),
+                      default=float("inf"))
+        confirmed_at = min((d.t_us for d in arrivals for p in d.packets for f in p.frames
+                            if getattr(f, "name", "") == "handshake_done"), default=float("inf"))
+        heard = sorted(d.t_us for d in arrivals)
+        sends = [d for d in view.datagrams if d.entered and d.direction == "c2s"]
+        probes, bad = 0, []
+        for k, (prev, d) in enumerate(zip(sends, sends[1:]), start=1):
+            if d.t_us >= confirmed_at or not any(p.ack_eliciting for p in d.packets):
+                continue
+            i = bisect.bisect_left(heard, d.t_us)
+            if d.t_us - prev.t_us < CLIENT_PROBE_QUIET_US or (i and d.t_us - heard[i - 1] < CLIENT_PROBE_QUIET_US):
+                continue
+            probes += 1
+            # The expiry's datagrams: this one and those right after it (a stack may
+            # send its 1-RTT data first and the Handshake packet in the next one).
+            burst = [e for e in sends[k:] if e.t_us - d.t_us <= CLIENT_PROBE_BURST_US]
+            handshake = any(p.space == "handshake" and p.ack_eliciting for e in burst for p in e.packets)
+            padded_initial = any(any(p.space == "initial" for p in e.packets) and e.udp_size >= 1200 for e in burst)
+            if not (handshake or (d.t_us < keys_at and padded_initial)):
+                # Its ack-eliciting packets all 1-RTT (an ACK-only Handshake packet may ride along).
+                one_rtt_only = d.t_us >= keys_at and all(p.space == "application" for e in burst for p in e.packets
+                                                         if p.ack_eliciting)
+                bad.append((d, d.t_us >= keys_at, one_rtt_only))
+        if not probes:
+            outcomes.not_exercised("the client sent no ack-eliciting datagram of its own before the handshake "
+                                   "was confirmed")
+        first = bad[0] if bad else None
+        check(not bad, "client-probe-content", lambda: (
+            f"{target.id}: {len(bad)} of the client's {probes} probes before the handshake was confirmed (a "
+            f"HANDSHAKE_DONE reached it at t={confirmed_at / 1e6:.4f} s) carry no ack-eliciting Handshake packet"
+            + ("" if first[1] else " nor a padded Initial")
+            + f"; first at t={first[0].t_us / 1e6:.4f} s ({'with' if first[1] else 'before'} Handshake keys): "
+            f"{[(p.space, [getattr(f, 'name', '?') for f in p.frames][:4]) for p in first[0].packets]}, "
+            f"{first[0].udp_size} B"
+        ), bad=len(bad),
+            # Probes whose ack-eliciting packets are all 1-RTT, after Handshake keys
+            # (what an Application Data PTO armed before confirmation sends, §6.2.1),
+            # and all the others.
+            one_rtt_only=sum(1 for *_, only in bad if only), other=sum(1 for *_, only in bad if not only))
