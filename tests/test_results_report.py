@@ -100,6 +100,21 @@ def test_an_expected_failure_names_its_finding_and_flattens_its_deviations(tmp_p
     json.dumps(rec, allow_nan=False)
 
 
+def test_a_failure_whose_replay_was_rejected_records_what_failed():
+    # Hypothesis's FlakyFailure after a real-time failure may hold only the replay's
+    # rejection; the record names the deviation the runner saw, not "NotExercised".
+    from hypothesis.errors import FlakyFailure
+
+    from harness.verdict.outcomes import NotExercised
+
+    flaky = FlakyFailure("Inconsistent results from replaying a test case!", [NotExercised("no report")])
+    ledger = Ledger(judged=2)
+    ledger.record_failure(deviation("probes-not-in-flight", "4659 B below", unexplained=349))
+    rec = _record(outcome="failed", exc=flaky, ledger=ledger)
+    assert [d["kind"] for d in rec["deviations"]] == ["probes-not-in-flight"]
+    assert rec["deviations"][0]["measured"] == {"unexplained": 349}
+
+
 @pytest.mark.parametrize("kind", ["inconclusive", "not exercised"])
 def test_an_undecided_case_keeps_its_kind_and_reason(kind):
     rec = _record(outcome="skipped", longrepr=("properties/test_x.py", 11, f"{kind}: the server starved"),

@@ -59,7 +59,7 @@ def build(report, exc: BaseException | None, *, prop: str, case: str | None, tar
         "reason": reason,
         "finding": _finding(report, outcome, reason),
         "examples": None,
-        "deviations": deviations(exc) if outcome in ("failed", "error", "expected failure") else [],
+        "deviations": deviations(exc, ledger) if outcome in ("failed", "error", "expected failure") else [],
         "verdict": verdict_text(report, exc, reason),
         "artifacts": [str(k) for k in kept],
         "schedule": _schedule(kept[-1]) if kept else None,
@@ -129,16 +129,23 @@ def _schedule(example: Path) -> dict | None:
         return None
 
 
-def deviations(exc: BaseException | None) -> list[dict]:
+def deviations(exc: BaseException | None, ledger: Any = None) -> list[dict]:
     """Each failure behind the verdict: a deviation's kind and measured values, or
     another exception's type (kind None) and first line; each distinct one once (an
-    explicit example and a drawn one often fail alike)."""
+    explicit example and a drawn one often fail alike). A rejection (not exercised,
+    inconclusive) is no failure: when Hypothesis's replay of a real-time failure was
+    rejected, the failures are those the runner recorded in the ledger."""
     if exc is None:
         return []
+    from hypothesis.errors import UnsatisfiedAssumption
+
     from harness.verdict.deviation import Deviation
 
+    failed = [leaf for leaf in leaves(exc) if not isinstance(leaf, UnsatisfiedAssumption)]
+    if not failed:
+        failed = list(getattr(ledger, "failures", [])) or leaves(exc)
     out = []
-    for leaf in leaves(exc):
+    for leaf in failed:
         if isinstance(leaf, Deviation):
             message = AssertionError.__str__(leaf)
             out.append({"kind": leaf.kind, "measured": plain(leaf.measured), "message": _first_line(message)})
