@@ -142,11 +142,11 @@ def _carried_again(trace, view, quiet_from: float, until_us: float) -> int:
     data a packet sent in the quiet period before then carried again. In the quiet
     period every such packet is a probe: some follow a client datagram too closely to
     be told from an answer by timing alone, so all of them count here."""
-    carriers = [(d, p) for d in view.datagrams if d.entered and d.direction == "s2c" and quiet_from < d.t_us < until_us
+    carriers = [p for d in view.datagrams if d.entered and d.direction == "s2c" and quiet_from < d.t_us < until_us
                 for p in d.packets if p.space == "application"]
-    carried = [(f.stream_id, f.offset, f.offset + f.length) for _, p in carriers
+    carried = [(f.stream_id, f.offset, f.offset + f.length) for p in carriers
                for f in p.frames if getattr(f, "name", "") == "stream"]
-    probe_pns = {p.pn for _, p in carriers}
+    carrier_pns = {p.pn for p in carriers}
     flying: set[int] = set()
     for e in sorted(trace.events, key=lambda e: e.t_us):
         if e.t_us >= until_us:
@@ -160,7 +160,7 @@ def _carried_again(trace, view, quiet_from: float, until_us: float) -> int:
         if not (d.entered and d.direction == "s2c"):
             continue
         for p in d.packets:
-            if p.space != "application" or p.pn not in flying or p.pn in probe_pns:
+            if p.space != "application" or p.pn not in flying or p.pn in carrier_pns:
                 continue
             if any(getattr(f, "name", "") == "stream" and any(
                     sid == f.stream_id and lo < f.offset + f.length and f.offset < hi for sid, lo, hi in carried)

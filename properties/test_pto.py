@@ -16,6 +16,7 @@ probes) are not probes and are left out.
 from __future__ import annotations
 
 import bisect
+import itertools
 
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
@@ -289,8 +290,9 @@ def test_server_stays_within_the_amplification_limit(longlook, target, schedule)
     limit behind it, RFC 9000 §8.1: until the client's address is validated (a
     Handshake packet from it arrives), the server sends at most three times the UDP
     payload bytes it has received. The client's datagrams after its first Initial are
-    held back for seconds, so the server's retransmissions of its first flight run into the limit;
-    a probe sent past it is what an armed timer at the limit shows on the wire. Read
+    held back for seconds, so the server's retransmissions of its first flight run
+    into the limit; a probe sent past it is what an armed timer at the limit shows on
+    the wire. Read
     off the server side's capture: each datagram the server sent before validation,
     against the client datagrams that had reached it by then. Trigger: the server
     came within one full-sized datagram of its limit before validation."""
@@ -307,11 +309,8 @@ def test_server_stays_within_the_amplification_limit(longlook, target, schedule)
         validated = next((t for t, _, handshake in arrivals if handshake), float("inf"))
         sends = sorted((d.t_us, d.udp_size) for d in view.datagrams
                        if d.entered and d.direction == "s2c" and d.t_us < validated)
-        received = [(t, size) for t, size, _ in arrivals]
-        times = [t for t, _ in received]
-        totals = [0]
-        for _, size in received:
-            totals.append(totals[-1] + size)
+        times = [t for t, _, _ in arrivals]
+        totals = [0, *itertools.accumulate(size for _, size, _ in arrivals)]  # [i]: bytes of the first i arrivals
         sent, closest, over = 0, float("inf"), []
         for t, size in sends:
             sent += size
