@@ -126,6 +126,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if mode == "auto" and (config.getoption("--backend") != "local" or config.getoption("--impl-cmd")):
         config.option.mode = mode = "real"
     os.environ["LONGLOOK_MODE"] = mode
+    _enter_rootless(config, mode)
     replay = config.getoption("--longlook-replay")
     if replay:
         # Read by harness.schedule.strategies.replayable() when test modules are imported.
@@ -145,6 +146,22 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(str(e)) from None
     config.addinivalue_line("markers", "real_time_only(reason): needs the kernel or real CPU time; skipped in --mode virtual")
     config.addinivalue_line("markers", "slow: long runs or repetitions; fixed @example cases only under the ci profile")
+
+
+def _enter_rootless(config: pytest.Config, mode: str) -> None:
+    """A non-root run that may need namespaces enters its user namespace now, while
+    it is one thread (harness.testbed.rootless). A refusal is left to the real-time
+    cases, which each say why; virtual-time cases run regardless."""
+    if os.geteuid() == 0 or mode == "virtual":
+        return
+    if not (config.getoption("--impl") or config.getoption("--longlook-replay")):
+        return  # not a properties run (the suite's own tests load this plugin too)
+    from harness.testbed import rootless
+
+    try:
+        rootless.enter()
+    except rootless.RootlessError:
+        pass
 
 
 def _check_impl_cmd(config: pytest.Config) -> None:
@@ -276,7 +293,7 @@ FINDING = pytest.StashKey[tuple]()
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """The case's mode for harness.run.mode_for ("auto" lets each example's plan
     decide); one process runs one case at a time, also under xdist. A case in real
-    time needs root, said before it runs."""
+    time needs namespaces (root, or the rootless mode), said before it runs."""
     from harness.virtual.recheck import MODE
 
     mode = item.stash.get(MODE, None)
@@ -284,9 +301,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         return
     os.environ["LONGLOOK_MODE"] = mode
     if mode == "real" and "longlook" in getattr(item, "fixturenames", ()):
-        from harness.testbed.topology import require_root
+        from harness.testbed.topology import require_namespaces
 
-        require_root()
+        require_namespaces()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -356,10 +373,10 @@ def pytest_report_teststatus(report, config):
 def longlook(request: pytest.FixtureRequest):
     """The example runner (session-scoped: Hypothesis runs many examples per test)."""
     from harness.verdict.runner import Runner
-    from harness.testbed.topology import require_root
+    from harness.testbed.topology import require_namespaces
 
     if request.config.getoption("--mode") == "real":
-        require_root()  # under auto, each real-time case says so (pytest_runtest_setup)
+        require_namespaces()  # under auto, each real-time case says so (pytest_runtest_setup)
     runner = Runner(Path(request.config.getoption("--artifacts")), request.config.getoption("--keep-passing"))
     request.config._longlook_runner = runner
     return runner

@@ -25,7 +25,7 @@ use_checkout_venv(__file__)
 from harness.endpoints import StackError  # noqa: E402
 from harness.run import Target  # noqa: E402
 from harness.verdict.runner import Runner  # noqa: E402
-from harness.testbed.topology import require_root  # noqa: E402
+from harness.testbed.topology import require_namespaces  # noqa: E402
 from harness.verdict import analysis  # noqa: E402
 from properties.test_fairness import KAKHKI, SHARE_BOUND, against_tcp  # noqa: E402
 
@@ -45,7 +45,7 @@ def main() -> int:
         target = Target.parse(a.impl, a.cc)
     except StackError as e:
         ap.error(f"--impl {a.impl}" + (f" --cc {a.cc}" if a.cc else "") + f": {e}")
-    require_root()
+    require_namespaces()
     fair = 1 / (a.flows + 1)
     runner = Runner(a.artifacts, keep_passing=True)
     ratios = []

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from harness.testbed import lifeline, netns
+from harness.testbed import lifeline, netns, rootless
 from harness.testbed.certs import write_certs
 from harness.testbed.contract import (  # noqa: F401  (the testbed's public names, as before)
     FLOW_WINDOW,
@@ -60,10 +60,22 @@ class TestbedError(RuntimeError):
     __test__ = False  # not a pytest test class
 
 
+def require_namespaces() -> None:
+    """Network namespaces and TUN devices need root, or a user namespace of the run's
+    own (harness.testbed.rootless); entered here when not yet, or said in one line
+    with the fix."""
+    try:
+        rootless.enter()
+    except rootless.RootlessError as e:
+        raise TestbedError(f"longlook needs network namespaces and TUN devices: {e}") from None
+
+
 def require_root() -> None:
-    """Namespaces and TUN devices need root; say so in one line."""
-    if os.geteuid() != 0:
-        raise TestbedError("longlook needs root for network namespaces and TUN devices; run it with sudo")
+    """The Docker backend needs the host's root: its engine, and ``ip netns attach`` of
+    a container's namespace, live outside any user namespace of ours."""
+    if os.geteuid() != 0 or rootless.entered():
+        raise TestbedError("the Docker backend needs root (its engine and the containers' namespaces are "
+                           "the host's); run it with sudo, or use the local backend, which runs without root")
 
 
 class Testbed:
@@ -90,7 +102,7 @@ class Testbed:
         self._flows: tuple[Flow | None, list[Flow]] = (None, [])
 
     def __enter__(self) -> Testbed:
-        require_root()
+        require_namespaces()
         self.out.mkdir(parents=True, exist_ok=True)
         netns.sweep_stale()
         try:

@@ -6,7 +6,6 @@ whether it reproduced there (docs/virtual-time.md)."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -74,8 +73,10 @@ def recheck_section(example_dir: Path, run: bool) -> str:
     line = f"real-time replay: longlook replay {example_dir} --mode real"
     if not run:
         return line + "\nreal time: not re-checked (--no-real-recheck)"
-    if os.geteuid() != 0:
-        return line + "\nreal time: not re-checked (namespaces need root)"
+    from harness.testbed import rootless
+
+    if not rootless.available():
+        return line + f"\nreal time: not re-checked ({rootless.obstacle()})"
     try:
         done = subprocess.run(real_replay_argv(example_dir), capture_output=True, text=True,
                               timeout=RECHECK_TIMEOUT_S, check=False)

@@ -131,7 +131,16 @@ pub fn open_tun(name: &str, mtu: u32, txqueuelen: u32, offload: bool) -> Result<
     ioctl(libc::SIOCSIFMTU, &mut r, "SIOCSIFMTU")?;
     let mut r = IfReq::new(name);
     r.set_int(txqueuelen as libc::c_int);
-    ioctl(libc::SIOCSIFTXQLEN, &mut r, "SIOCSIFTXQLEN")?;
+    match ioctl(libc::SIOCSIFTXQLEN, &mut r, "SIOCSIFTXQLEN") {
+        // The ioctl wants CAP_NET_ADMIN in the initial user namespace, which a rootless
+        // run (harness/testbed/rootless.py) lacks; rtnetlink needs it only in the
+        // namespace's own, and the harness sets the same length over rtnetlink
+        // (harness.testbed.netns.configure_tun). So here it is a note, not a failure.
+        Err(e) if e.err.raw_os_error() == Some(libc::EPERM) => {
+            eprintln!("longlook-link: txqueuelen of {name} left to the caller: {e}");
+        }
+        other => other?,
+    }
     let mut r = IfReq::new(name);
     ioctl(libc::SIOCGIFFLAGS, &mut r, "SIOCGIFFLAGS")?;
     let flags = r.short() | libc::IFF_UP as libc::c_short;
