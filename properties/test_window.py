@@ -1,7 +1,8 @@
 """The congestion window's floor and its reductions on loss.
 
 RFC 9002 §7.2 (kMinimumWindow), §7.3.2 (one reduction per recovery period; the
-reduction factor), RFC 9438 §4.6 (CUBIC's β and the flight-size variant).
+reduction factor; the cut when a period begins), RFC 9438 §4.6 (CUBIC's β and the
+flight-size variant; the cut made at once).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from harness.observe.events import Metrics
+from harness.observe.events import Metrics, PacketSent
 from harness.run import Inconclusive
 from harness.schedule import TransferPlan, strategies
 from harness.schedule.strategies import BaseLink
@@ -37,6 +38,21 @@ def _acked_since(obs, t_from_us: float, t_to_us: float) -> int:
         return analysis.bytes_newly_acknowledged(obs.wire, t_from_us, t_to_us)
     except Inconclusive:
         return 0
+
+
+def _unlogged_growth(obs, trace, series, t_us: float, logged_before_us: float | None = None) -> int:
+    """How far the window may have grown, unlogged, by `t_us`: the ACK that brings a
+    loss may first grow the window, and stacks log the window once per ACK or less
+    often. The largest step of the ten logged before, or, where the capture is
+    readable, the bytes the ACKs since the stack last logged its metrics (before
+    `logged_before_us`, default `t_us`) newly acknowledged (slow start's most)."""
+    steps = [b[1] - a[1] for a, b in zip(series, series[1:]) if b[0] < t_us][-10:]
+    unlogged = max([d for d in steps if d > 0], default=0)
+    bound = t_us if logged_before_us is None else logged_before_us
+    logged = max((m.t_us for m in trace.of(Metrics) if m.t_us < bound), default=None)
+    if logged is not None:
+        unlogged = max(unlogged, _acked_since(obs, logged, t_us))
+    return unlogged
 
 
 #: Long enough that a blackhole drawn by long_blackholes() falls inside the transfer.
@@ -114,17 +130,8 @@ def test_recovery_reduces_window_by_beta(longlook, target, schedule):
         # Every reduction is judged, not only the first: a controller right on its
         # first loss may still cut wrongly on its third.
         for n, cut in enumerate(cuts, 1):
-            # The ACK that brings the loss may first grow the window, and stacks log
-            # the window once per ACK or less often: the cut may start above the last
-            # logged value by up to one ACK's growth (the largest step of the ten
-            # before it) or, where the capture is readable, by the bytes the ACKs
-            # since the stack last logged its metrics newly acknowledged (slow
-            # start's most).
-            steps = [b[1] - a[1] for a, b in zip(series, series[1:]) if b[0] < cut.t_us][-10:]
-            unlogged = max([d for d in steps if d > 0], default=0)
-            logged = max((m.t_us for m in trace.of(Metrics) if m.t_us < cut.t_us), default=None)
-            if logged is not None:
-                unlogged = max(unlogged, _acked_since(obs, logged, cut.t_us))
+            # The cut may start above the last logged window (_unlogged_growth).
+            unlogged = _unlogged_growth(obs, trace, series, cut.t_us)
             high = max(beta * (cut.before + unlogged), floor) + mss
             low = max(beta * cut.before, floor) - mss
             if target.cc.family == "cubic" and cut.bytes_in_flight:
@@ -136,3 +143,84 @@ def test_recovery_reduces_window_by_beta(longlook, target, schedule):
                 f"β for {target.cc.family} is {beta} (expected {low:.0f}…{high:.0f}; "
                 f"bytes in flight {cut.bytes_in_flight})"
             ), factor=cut.after / cut.before, reduction=n)
+
+
+#: Stacks log a window change and the loss behind it microseconds apart, in either
+#: order: one ACK's processing, µs (as in test_recovery_rules.py).
+SAME_ACK_US = 1_000
+#: A cut by less than this share is no reduction (harness/observe/reductions.py).
+NO_REDUCTION = 1 - analysis.REDUCTION_FRACTION
+
+
+@example(schedule=strategies.CLEAN_LINK)
+@given(schedule=strategies.loss_only())
+def test_window_falls_when_recovery_begins(longlook, target, schedule):
+    """RFC 9438 §4.6: "the sender MUST reduce cwnd and ssthresh immediately upon
+    entering loss recovery"; RFC 9002 §7.3.2: "On entering a recovery period, a sender
+    MUST set the slow start threshold to half the value of the congestion window when
+    loss is detected" (NewReno may then bring cwnd down gradually, PRR). At the declared
+    loss that opens each recovery period (the loss of an ack-eliciting packet sent after
+    the previous period began), the sender logs, within the same ACK's processing
+    (±1 ms), a cut of more than 10% of the window it had: of cwnd for CUBIC, of cwnd or
+    ssthresh for NewReno (kMinimumWindow floors it). A sender that logs nothing then is
+    judged by the first window it logs after. The other properties judge how far a cut
+    goes and that it happens before the period ends; a sender that holds its cut back
+    until then passes them. Trigger: a recovery period opened while the window was above
+    the floor."""
+    family = target.cc.family
+    if BETA.get(family) is None:
+        outcomes.not_applicable(f"{target.cc.name} ({family}) has no multiplicative decrease")
+    outcomes.require(target, "packet_lost")
+    with longlook.run(target, schedule, PLAN) as obs:
+        trace = _sender(obs)
+        floor = 2 * analysis.max_datagram(trace)
+        sent = {p.pn: p.t_us for p in trace.of(PacketSent) if p.space == "application"}
+        # Only a packet in flight is a congestion signal (§7.3.2, B.8): stacks also
+        # declare ACK-only packets lost.
+        eliciting = {p.pn for d in obs.wire.datagrams if d.entered and d.direction == "s2c"
+                     for p in d.packets if p.space == "application" and p.ack_eliciting}
+        metrics = [m for m in trace.of(Metrics) if m.congestion_window is not None or m.ssthresh is not None]
+        series = analysis.cwnd_series(trace)
+        opened, late = 0, []
+        start = None
+        for loss in sorted(analysis.losses(trace), key=lambda e: e.t_us):
+            if loss.space != "application" or loss.pn not in eliciting or (
+                    start is not None and sent.get(loss.pn, -1) <= start):
+                continue
+            start = loss.t_us
+            before = next((m.congestion_window for m in reversed(metrics)
+                           if m.t_us < start - SAME_ACK_US and m.congestion_window is not None), None)
+            if before is None or before * NO_REDUCTION <= floor:
+                continue  # no window logged yet, or one a cut could not bring lower
+            opened += 1
+            # Against the window the sender had when it processed the ACK: the one
+            # logged before, plus what that ACK may have grown it by, unlogged.
+            cut_to = NO_REDUCTION * (before + _unlogged_growth(obs, trace, series, start + SAME_ACK_US,
+                                                                start - SAME_ACK_US))
+
+            def cut(m) -> bool:
+                values = [m.congestion_window] + ([m.ssthresh] if family == "newreno" else [])
+                return any(v is not None and v <= cut_to for v in values)
+
+            at_loss = [m for m in metrics if abs(m.t_us - start) <= SAME_ACK_US]
+            if any(cut(m) for m in at_loss):
+                continue
+            at_loss = [m for m in at_loss if m.congestion_window is not None]
+            # Nothing of the loss's processing shows the cut: the first window the
+            # sender logs after it decides (none at all: the log ends unjudged).
+            after = next((m for m in metrics if m.t_us > start + SAME_ACK_US and m.congestion_window is not None), None)
+            if at_loss or (after is not None and not cut(after)):
+                shown = next((m for m in metrics if m.t_us > start - SAME_ACK_US and cut(m)), None)
+                late.append((loss.pn, start, before, (at_loss or [after])[-1], shown))
+        if not opened:
+            outcomes.not_exercised("no recovery period opened while the window was above its floor")
+        first = late[0] if late else None
+        check(not late, "reduction-not-immediate", lambda: (
+            f"{target.id}: at {len(late)} of the {opened} losses that opened a recovery period the window was not "
+            f"cut; first: the loss of pn {first[0]} at t={first[1] / 1e6:.4f} s with cwnd {first[2]} B, cwnd "
+            f"{first[3].congestion_window} B (ssthresh {first[3].ssthresh}) logged at t={first[3].t_us / 1e6:.4f} s; "
+            + (f"cut to {first[4].congestion_window} B only at t={first[4].t_us / 1e6:.4f} s"
+               if first[4] else "no cut of more than 10% logged after it")
+        ), late=len(late),
+            # How long after the loss the first one's cut was logged (the run's end if never).
+            delay_s=((first[4].t_us if first[4] else metrics[-1].t_us) - first[1]) / 1e6 if first else 0.0)
