@@ -183,6 +183,9 @@ def test_window_falls_when_recovery_begins(longlook, target, schedule):
         series = analysis.cwnd_series(trace)
         opened, late = 0, []
         start = None
+        # The sender's first instant: a controller created then may take a packet sent
+        # at that very time for one sent inside a recovery period (F30).
+        first_send = min(sent.values(), default=None)
         for loss in sorted(analysis.losses(trace), key=lambda e: e.t_us):
             if loss.space != "application" or loss.pn not in eliciting or (
                     start is not None and sent.get(loss.pn, -1) <= start):
@@ -222,5 +225,7 @@ def test_window_falls_when_recovery_begins(longlook, target, schedule):
             + (f"cut to {first[4].congestion_window} B only at t={first[4].t_us / 1e6:.4f} s"
                if first[4] else "no cut of more than 10% logged after it")
         ), late=len(late),
+            # Of those, the periods opened by a packet sent after the sender's first instant.
+            late_after_first_send=sum(1 for pn, *_ in late if sent.get(pn) != first_send),
             # How long after the loss the first one's cut was logged (the run's end if never).
             delay_s=((first[4].t_us if first[4] else metrics[-1].t_us) - first[1]) / 1e6 if first else 0.0)
