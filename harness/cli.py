@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -359,8 +360,20 @@ def cmd_versions(a: argparse.Namespace) -> int:
         return run(a, progress)
 
 
+#: Commands that may build a testbed: without root they enter their user namespace
+#: first, before a progress bar or anything else starts a thread (harness.testbed.rootless).
+_NAMESPACE_COMMANDS = {"transfer", "replay", "reproduce", "versions"}
+
+
 def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
+    if a.command in _NAMESPACE_COMMANDS and os.geteuid() != 0:
+        from harness.testbed import rootless
+
+        try:
+            rootless.enter()
+        except rootless.RootlessError:
+            pass  # a testbed, if one is needed, says why in one line; virtual time runs regardless
     from harness.testbed.link import LinkError, ScheduleError
     from harness.testbed.netns import NetnsError
     from harness.model.tlc import TlcError

@@ -155,3 +155,19 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return "(gone)"
+
+
+def test_the_cli_enters_before_a_command_that_may_build_a_testbed(monkeypatch, capsys):
+    """`reproduce` and `versions` start a progress bar (a thread) before their first
+    testbed, and the kernel refuses a user namespace to a threaded process: the CLI
+    enters first. Commands that never build a testbed do not."""
+    from harness import cli
+
+    calls = []
+    monkeypatch.setattr(cli.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(rootless, "enter", lambda: calls.append("enter"))
+    assert cli.main(["reproduce", "--list"]) == 0
+    assert calls == ["enter"]
+    assert cli.main(["impls"]) == 0
+    assert calls == ["enter"]
+    capsys.readouterr()
