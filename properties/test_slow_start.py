@@ -1,4 +1,5 @@
-"""Slow start: the window it starts from, and its end on a congestion signal.
+"""Slow start: the window it starts from, that a connection begins in it, and its end
+on a congestion signal.
 
 RFC 9002 §7.2: "Endpoints SHOULD use an initial congestion window of 10 times the
 maximum datagram size (max_datagram_size), while limiting the window to the larger
@@ -125,3 +126,62 @@ def test_initial_window_is_ten_datagrams(longlook, target, schedule):
               f"{target.id}: initial window {cwnd} B (logged at t={t_us / 1e6:.4f} s) is below {low} B, "
               f"10 datagrams of QUIC's smallest size ({MIN_DATAGRAM} B)",
               window=cwnd)
+
+
+#: How many round trips of slow start are judged, from the flight first reaching the
+#: window: early enough that a clean one-BDP link has built no queue for HyStart++ to
+#: react to.
+GROWTH_RTTS = 2
+#: The least growth per byte acknowledged that still is slow start: RFC 9406's
+#: conservative slow start grows by a quarter of it (CSS_GROWTH_DIVISOR 4).
+MIN_GROWTH_PER_BYTE = 1 / 4
+
+
+@example(schedule=strategies.CLEAN_DEEP_LINK)
+@given(schedule=st.just(strategies.CLEAN_LINK))
+def test_a_connection_begins_in_slow_start(longlook, target, schedule):
+    """RFC 9438 §4.10: "CUBIC MUST employ a slow-start algorithm, when cwnd is no more
+    than ssthresh"; RFC 9002 §7.3.1: "QUIC begins every connection in slow start".
+    Over the first round trips (GROWTH_RTTS) after the sender's flight first reaches
+    its window, ended early by a declared loss or an exit from slow start, it grows
+    the window by at least a quarter of the bytes newly acknowledged (the slowest
+    growth RFC 9406 allows), less one datagram. Congestion avoidance from the start
+    grows it by about a datagram per round trip. Trigger: the flight reached the
+    window and at least four datagrams were acknowledged after."""
+    if target.cc.family not in BETA:
+        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}) has no slow start rule here")
+    with longlook.run(target, schedule, PLAN) as obs:
+        obs.completed()
+        trace = obs.sender
+        mss = analysis.max_datagram(trace)
+        # The start: the first time the flight reaches the window (the window carried
+        # from the last record that logged it). Before that the sender is not
+        # cwnd-limited, and RFC 9002 §7.8 lets it not grow.
+        cwnd, start, before = None, None, None
+        for m in trace.of(Metrics):
+            cwnd = m.congestion_window if m.congestion_window is not None else cwnd
+            if cwnd is not None and m.bytes_in_flight is not None and m.bytes_in_flight >= cwnd - 2 * mss:
+                start, before = m.t_us, cwnd
+                break
+        if start is None:
+            outcomes.not_exercised("the sender's flight never reached its logged window")
+        end = start + GROWTH_RTTS * 2 * schedule.phases[0].s2c.delay_us
+        ends = [l.t_us for l in analysis.losses(trace) if l.t_us > start]
+        ends += [st_.t_us for st_ in analysis.states(trace, BETA[target.cc.family])
+                 if st_.t_us > start and st_.state in EXITS]
+        end = min([end, *ends])
+        inside = [m.congestion_window for m in trace.of(Metrics)
+                  if start <= m.t_us <= end and m.congestion_window is not None]
+        try:
+            acked = analysis.bytes_newly_acknowledged(obs.wire, start, end)
+        except Inconclusive as e:
+            outcomes.not_exercised(f"the capture could not be read for the bytes acknowledged: {e}")
+        if acked < 4 * mss:
+            outcomes.not_exercised(f"under 4 datagrams acknowledged in the {(end - start) / 1e3:.0f} ms after the "
+                                   "flight first reached the window")
+        grown = max(inside, default=before) - before
+        check(grown >= MIN_GROWTH_PER_BYTE * acked - mss, "no-slow-start", lambda: (
+            f"{target.id}: from t={start / 1e6:.4f} s to {end / 1e6:.4f} s the window grew by {grown} B "
+            f"(from {before} B) while {acked} B of data were newly acknowledged, the flight having reached the window: "
+            f"slow start grows it by about the bytes acknowledged, at least a quarter of them (RFC 9406)"
+        ), growth_per_byte=grown / acked)

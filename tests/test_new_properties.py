@@ -1,6 +1,6 @@
 """The properties of properties/test_sending.py, test_pacing.py, test_recovery_rules.py,
-test_bytes_in_flight.py (its probe rule), test_pto.py (the amplification limit) and
-test_window.py (the cut when recovery begins)
+test_bytes_in_flight.py (its probe rule), test_pto.py (the amplification limit),
+test_window.py (the cut when recovery begins) and test_slow_start.py (slow start at all)
 can fail: each one, run in virtual time on aioquic with a planted controller
 (tests/mutants/), fails with its own deviation kind, while stock NewReno passes it.
 
@@ -33,6 +33,8 @@ CASES = [
      "tests.mutants.no_reduction_on_loss:NoReductionOnLoss", "no-reduction-in-recovery"),
     ("properties/test_window.py::test_window_falls_when_recovery_begins",
      "tests.mutants.cut_at_recovery_end:CutAtRecoveryEnd", "reduction-not-immediate"),
+    ("properties/test_slow_start.py::test_a_connection_begins_in_slow_start",
+     "tests.mutants.no_slow_start:NoSlowStart", "no-slow-start"),
     ("properties/test_recovery_rules.py::test_no_collapse_before_persistent_congestion",
      "tests.mutants.collapse_on_every_loss:CollapseOnEveryLoss", "early-collapse"),
     ("properties/test_recovery_rules.py::test_loss_declared_by_time_threshold",
