@@ -222,8 +222,8 @@ def test_window_falls_when_recovery_begins(longlook, target, schedule):
             f"{target.id}: at {len(late)} of the {opened} losses that opened a recovery period the window was not "
             f"cut; first: the loss of pn {first[0]} at t={first[1] / 1e6:.4f} s with cwnd {first[2]} B, cwnd "
             f"{first[3].congestion_window} B (ssthresh {first[3].ssthresh}) logged at t={first[3].t_us / 1e6:.4f} s; "
-            + (f"cut to {first[4].congestion_window} B only at t={first[4].t_us / 1e6:.4f} s"
-               if first[4] else "no cut of more than 10% logged after it")
+            + (f"cut (cwnd {first[4].congestion_window} B, ssthresh {first[4].ssthresh}) only at "
+               f"t={first[4].t_us / 1e6:.4f} s" if first[4] else "no cut of more than 10% logged after it")
         ), late=len(late),
             # Of those, the periods opened by a packet sent after the sender's first instant.
             late_after_first_send=sum(1 for pn, *_ in late if sent.get(pn) != first_send),
