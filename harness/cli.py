@@ -170,6 +170,7 @@ def cmd_transfer(a: argparse.Namespace) -> int:
         peer = load_for_run(getattr(a, wanted)) if getattr(a, wanted) else None
     except StackError as e:
         raise StackError(f"--{wanted}: {e}") from None
+    peer = endpoints.receiver(stack, peer, a.direction)
     for s in (stack, peer):
         if s is not None and a.backend == "local" and not s.is_built():
             raise StackError(f"{s.name} is not built ({s.run} or its build output is missing); run `make setup`")
@@ -216,6 +217,8 @@ def cmd_impls(_: argparse.Namespace) -> int:
         honours = ", ".join(k for k, v in sorted(s.honours.items()) if v) or "-"
         built = "built" if s.is_built() else "not built (make setup)"
         print(f"{s.name:9} {s.version:10} {built}\n  cc: {ccs} [default {s.default_cc}]\n  honours: {honours}")
+        if set(s.roles) != {"client", "server"}:
+            print(f"  {' and '.join(s.roles)} only (speaks {', '.join(s.alpn)}); paired with {s.peer or 'a named peer'}")
         if s.name in releases.REGISTRIES:
             have = releases.installed(s.name)
             print(f"  releases: any from {releases.REGISTRIES[s.name].name} as --impl {s.name}@VERSION; "

@@ -226,7 +226,12 @@ def _targets(config: pytest.Config):
             stack = load(name)
         except StackError as e:
             raise pytest.UsageError(f"--impl: {e}") from None
-        peer = client if client is not None and client.label != stack.label else None
+        try:
+            peer = endpoints.receiver(stack, client, direction)
+        except StackError as e:
+            if not names:
+                continue  # every built stack: one that cannot send this way is not a target
+            raise pytest.UsageError(f"--impl {name}: {e}") from None
         if cc:
             try:
                 targets.append(Target(stack, stack.resolve_cc(cc), peer, direction))

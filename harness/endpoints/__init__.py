@@ -19,7 +19,9 @@ from harness import rfc
 
 ENDPOINTS_DIR = Path(__file__).resolve().parent
 #: The fixed stack names (issue 3's interface); order is the display order.
-STACKS = ("aioquic", "picoquic", "quic-go", "quiche", "quinn", "tquic", "tcp")
+STACKS = ("aioquic", "picoquic", "quic-go", "quiche", "quinn", "tquic", "chromium", "tcp")
+#: The contract's application protocol (HTTP/0.9 over QUIC), what a caps.json without "alpn" speaks.
+DEFAULT_ALPN = ("hq-interop",)
 
 
 class StackError(ValueError):
@@ -57,6 +59,12 @@ class Stack:
     #: A release other than the pinned one (harness.endpoints.releases): its installed files,
     #: which the endpoint finds first (a Python stack: on PYTHONPATH).
     release_dir: Path | None = None
+    #: The contract roles its endpoint takes (a browser is a client only).
+    roles: tuple[str, ...] = ("client", "server")
+    #: The application protocols (ALPN) its endpoints speak; two ends must share one.
+    alpn: tuple[str, ...] = DEFAULT_ALPN
+    #: The stack at the other end when none is named and this one cannot take both roles.
+    peer: str | None = None
 
     @property
     def label(self) -> str:
@@ -172,9 +180,41 @@ def load(name: str) -> Stack:
                 k: CongestionControl(k, v["family"], v.get("beta"))
                 for k, v in caps.get("mutants", {}).items()
             },
+            roles=tuple(caps.get("roles", ("client", "server"))),
+            alpn=tuple(caps.get("alpn", DEFAULT_ALPN)),
+            peer=caps.get("peer"),
         )
     except (KeyError, TypeError, json.JSONDecodeError) as e:
         raise StackError(f"{caps_path}: malformed capabilities ({e!r}); see docs/endpoints.md") from None
+
+
+def receiver(stack: Stack, peer: Stack | None, direction: str) -> Stack | None:
+    """The stack that receives what `stack` sends in `direction` ("download": `stack`
+    is the server; "upload": the client): `peer` where named, else `stack` itself, or
+    the stack its caps.json names where it cannot take both roles. None means `stack`
+    at both ends. StackError, naming the fix, when `stack` cannot send that way or the
+    two ends share no role or application protocol."""
+    sending, receiving = ("server", "client") if direction == "download" else ("client", "server")
+    if sending not in stack.roles:
+        other = "upload" if direction == "download" else "download"
+        raise StackError(f"{stack.name} is a {' and '.join(stack.roles)} only, so it sends only in an {other}: "
+                         f"judge its sender with --direction {other}"
+                         + (f", or judge a server against it with --impl {stack.peer} --{receiving} {stack.name}"
+                            if stack.peer and direction == "download" else ""))
+    other = peer if peer is not None and peer.label != stack.label else None
+    if other is None and receiving not in stack.roles:
+        if not stack.peer:
+            raise StackError(f"{stack.name} cannot be its own {receiving}; name one with --{receiving}")
+        other = load(stack.peer)
+    end = other or stack
+    if receiving not in end.roles:
+        raise StackError(f"{end.name} is a {' and '.join(end.roles)} only and cannot be the {receiving}")
+    if not set(stack.alpn) & set(end.alpn):
+        speakers = [s.name for s in available() if receiving in s.roles and set(s.alpn) & set(stack.alpn)]
+        raise StackError(f"{stack.name} speaks {', '.join(stack.alpn)} and {end.name} {', '.join(end.alpn)}: they "
+                         f"share no application protocol; a {receiving} that speaks {stack.alpn[0]}: "
+                         f"{', '.join(speakers) or 'none'}")
+    return other
 
 
 def _load_release(spec: str) -> Stack:

@@ -7,7 +7,9 @@ trace's metadata plus events as dicts in qlog 0.3 shape (`time`, `name`
 - JSON: one document, `traces[]` each with `events[]` of objects (qlog 0.3, aioquic);
 - draft-00 JSON: events as arrays described by `event_fields` (picoquic);
 - JSON-SEQ: RS-separated records, the first the header (quic-go, quiche, quinn),
-  also accepted without RS, one record per line.
+  also accepted without RS, one record per line;
+- Chromium's NetLog, no qlog at all, turned into the same shape by
+  harness/observe/netlog.py.
 
 Broken input never raises from deep inside: what could be read is kept, the trace is
 marked partial and a note names the file and where it broke (line, byte). Only a file
@@ -34,6 +36,7 @@ import msgspec
 from harness.observe.dialects import _fields
 from harness.observe.dialects._base import split_connections
 from harness.observe.events import Trace
+from harness.observe.netlog import is_netlog, read_netlog
 from harness.observe.qlog_doc import read_doc
 from harness.observe.qlog_raw import DECODE_ERRORS, QlogError, RawTrace
 
@@ -72,9 +75,11 @@ def read_raw(path: str | Path, prune: bool = False) -> list[RawTrace]:
     try:
         with open(path, "rb") as f, no_gc():
             head = f.read(SNIFF)
-            kind = _sniff(head, path)
+            kind = "netlog" if is_netlog(head) else _sniff(head, path)
             f.seek(0)
-            if kind == "seq":
+            if kind == "netlog":  # Chromium's log, in qlog shape (harness/observe/netlog.py)
+                traces = read_netlog(f.read(), str(path))
+            elif kind == "seq":
                 traces = [_read_seq(f, str(path), prune)]
             else:
                 traces = read_doc(f, str(path))

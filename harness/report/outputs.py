@@ -32,20 +32,24 @@ def write_observation(run_dir: Path, stack_name: str, writes_qlog: bool, cc_fami
                 notes.append(f"{path.name}: partial ({'; '.join(trace.notes[-1:])})")
     findings = check_run(run_dir, stack_name)
     (run_dir / "qlog-conformance.json").write_text(json.dumps([dataclasses.asdict(f) for f in findings], indent=2, default=str) + "\n")
-    report_sender(runs, run_dir, run_dir / "report", cc_family_beta)
+    if not report_sender(runs, run_dir, run_dir / "report", cc_family_beta) and runs.get("server"):
+        notes.append(f"{stack_name}'s log has no congestion window (docs/trace.md): no cwnd plot")
     return notes
 
 
 def report_sender(runs: dict, run_dir: Path, out_dir: Path, beta: float | None, name: str | None = None) -> dict:
     """The data sender's cwnd plot and state diagrams (harness.report.write_report)
-    into `out_dir`, from the traces `read_run` gave; {} when the server left none."""
+    into `out_dir`, from the traces `read_run` gave; {} when the server left none or
+    its log has no congestion window (Chromium's NetLog)."""
     senders = runs.get("server", [])
     if not senders:
         return {}
-    from harness.observe.events import PacketSent
+    from harness.observe.events import Metrics, PacketSent
     from harness.report import write_report
 
     sender = max(senders, key=lambda t: len(t.of(PacketSent)))
+    if not any(m.congestion_window is not None for m in sender.of(Metrics)):
+        return {}
     sizes = [p.size for p in sender.of(PacketSent) if p.size]
     title = None
     if _direction(run_dir) == "upload":  # the sender is the client, on the link's server side

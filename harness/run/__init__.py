@@ -45,9 +45,11 @@ class Target:
         """The target as the backend in force runs it (a replay sets the one that produced it)."""
         from harness.testbed.docker_backend import load_for_run
 
+        from harness.endpoints import receiver
+
         s = load_for_run(stack)
         other = load_for_run(peer) if peer and peer != stack else None
-        return cls(s, s.resolve_cc(cc), other, direction)
+        return cls(s, s.resolve_cc(cc), receiver(s, other, direction), direction)
 
 
 @dataclass(frozen=True)

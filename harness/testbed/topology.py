@@ -259,7 +259,9 @@ class Testbed:
         downloads = self.out / "client" / "downloads"
         downloads.mkdir(exist_ok=True)
         env["server"].update(LL_ADDR=addr, LL_PORT=str(port), LL_CERTS=str(certs))
-        env["client"].update(REQUESTS=" ".join(f"https://{addr}:{port}/{n}" for n in digests))
+        # The client gets the certificate too: a browser, which verifies even for QUIC,
+        # is told to trust its key (harness/endpoints/chromium); the others ignore it.
+        env["client"].update(REQUESTS=" ".join(f"https://{addr}:{port}/{n}" for n in digests), LL_CERTS=str(certs))
         # The sender reads the objects, the receiver writes them.
         env["client" if upload else "server"]["LL_WWW"] = str(self.out / "www")
         env["server" if upload else "client"]["LL_DOWNLOADS"] = str(downloads)

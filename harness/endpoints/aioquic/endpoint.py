@@ -22,6 +22,8 @@ from urllib.parse import urlsplit
 STACK = "aioquic"
 PINNED_VERSION = "1.7.2"
 ALPN = ["hq-interop"]
+# A server also offers HTTP/3 (h3serve.py), for peers that speak nothing else (browsers).
+SERVER_ALPN = ["hq-interop", "h3"]
 # Clients do not verify the certificate; the name only fills SNI, because an IP
 # literal is not a valid SNI value and some servers reject it.
 SERVER_NAME = "server.longlook.test"
@@ -155,7 +157,7 @@ def make_configuration(s: Settings, native_cc: str, is_client: bool):
 
     config = QuicConfiguration(
         is_client=is_client,
-        alpn_protocols=ALPN,
+        alpn_protocols=ALPN if is_client else SERVER_ALPN,
         congestion_control_algorithm=native_cc,
         max_data=s.flow_window,
         max_stream_data=s.flow_window,
@@ -187,7 +189,7 @@ def enlarge_buffers(sock: socket.socket) -> None:
 
 def server_protocol_class(s: Settings, applog: AppLog):
     from aioquic.asyncio import QuicConnectionProtocol
-    from aioquic.quic.events import StreamDataReceived
+    from aioquic.quic.events import ProtocolNegotiated, StreamDataReceived
 
     www = s.www.resolve()
 
@@ -198,8 +200,16 @@ def server_protocol_class(s: Settings, applog: AppLog):
             self._sending: dict[int, tuple[object, int]] = {}
             # Uploads: stream → [open file, bytes stored].
             self._storing: dict[int, list] = {}
+            self._h3 = None
 
         def quic_event_received(self, event) -> None:
+            if isinstance(event, ProtocolNegotiated) and event.alpn_protocol == "h3":
+                from h3serve import H3Server
+
+                self._h3 = H3Server(self._quic, s.www, s.downloads, applog, self._watch)
+            if self._h3 is not None:
+                self._h3.handle(event)
+                return
             if s.upload:
                 if isinstance(event, StreamDataReceived):
                     self._store(event)
@@ -221,9 +231,12 @@ def server_protocol_class(s: Settings, applog: AppLog):
             data = path.read_bytes()
             applog.event("request_start", stream=stream_id, bytes=len(data))
             self._quic.send_stream_data(stream_id, data, end_stream=True)
+            self._watch(stream_id, len(data))
+
+        def _watch(self, stream_id: int, size: int) -> None:
             # Private but pinned (1.7.2): the stream object tells when every byte
             # and the FIN are acknowledged, which is when the server's data is gone.
-            self._sending[stream_id] = (self._quic._streams[stream_id], len(data))
+            self._sending[stream_id] = (self._quic._streams[stream_id], size)
 
         def _store(self, event) -> None:
             """An upload: the PUT line opens LL_DOWNLOADS/NAME, the rest of the stream

@@ -1,0 +1,206 @@
+"""Chromium as a client (issue 20): headless Debian chromium, driven by chromedriver,
+downloading from aioquic's HTTP/3 server and uploading to it through the emulated
+link; its NetLog read as its log. The NetLog reader's cases use small NetLogs built
+here, in the shape Chromium 156 writes (event names as its constants give them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import skip_or_fail
+from harness import endpoints
+from harness.endpoints import StackError
+from harness.observe import qlog
+from harness.observe.events import PacketLost, PacketSent
+from harness.observe.qlog_raw import QlogError
+
+CLI = [sys.executable, "-m", "harness.cli"]
+NAMES = ("QUIC_SESSION", "QUIC_SESSION_PACKET_SENT", "QUIC_SESSION_PACKET_LOST", "QUIC_SESSION_ACK_FRAME_SENT",
+         "QUIC_SESSION_STREAM_FRAME_SENT", "QUIC_SESSION_CRYPTO_FRAME_SENT", "QUIC_SESSION_PADDING_FRAME_SENT",
+         "QUIC_SESSION_COALESCED_PACKET_SENT", "SOCKET_ALIVE")
+
+
+def netlog(events: list[tuple[str, dict]], source: int = 7) -> dict:
+    ids = {n: 100 + k for k, n in enumerate(NAMES)}
+    return {"constants": {"logEventTypes": ids, "timeTickOffset": "1795000000000"},
+            "events": [{"type": ids[n], "source": {"id": source, "type": 13}, "phase": 0, "time": "1000",
+                        "params": p} for n, p in events]}
+
+
+def sent(pn: int, t_us: int, level: str = "ENCRYPTION_FORWARD_SECURE", size: int = 1250):
+    return ("QUIC_SESSION_PACKET_SENT", {"encryption_level": level, "packet_number": pn, "sent_time_us": t_us,
+                                         "size": size, "transmission_type": "NOT_RETRANSMISSION"})
+
+
+CRYPTO = ("QUIC_SESSION_CRYPTO_FRAME_SENT", {"data_length": 900, "encryption_level": "ENCRYPTION_INITIAL", "offset": 0})
+ACK = ("QUIC_SESSION_ACK_FRAME_SENT", {"largest_observed": 0, "smallest_observed": 0, "missing_packets": []})
+STREAM = ("QUIC_SESSION_STREAM_FRAME_SENT", {"fin": False, "length": 1200, "offset": 0, "stream_id": 0})
+
+
+def read(tmp_path: Path, doc: dict | bytes):
+    path = tmp_path / "chromium.netlog.json"
+    path.write_bytes(doc if isinstance(doc, bytes) else json.dumps(doc).encode())
+    return qlog.read_traces(path, "chromium", "server", None)
+
+
+def test_a_netlog_reads_as_sends_and_losses_with_frames_and_spaces(tmp_path):
+    doc = netlog([
+        ("QUIC_SESSION", {"host": "server.longlook.test"}),
+        CRYPTO, sent(1, 5_000_000, "ENCRYPTION_INITIAL", 1003),
+        # Chromium logs an Initial datagram's frames again when it pads and sends it:
+        # not frames of the next packet, which has only its ACK.
+        CRYPTO, ("QUIC_SESSION_PADDING_FRAME_SENT", {"num_padding_bytes": 247}),
+        ("QUIC_SESSION_COALESCED_PACKET_SENT", {"info": "total_length: 1250"}),
+        ACK, sent(2, 5_010_000, "ENCRYPTION_INITIAL", 42),
+        STREAM, sent(3, 5_020_500), STREAM, sent(4, 5_021_000),
+        ("QUIC_SESSION_PACKET_LOST", {"packet_number": 3, "detection_time_us": 5_090_000,
+                                      "transmission_type": "NOT_RETRANSMISSION"}),
+        ("SOCKET_ALIVE", {}),
+    ])
+    (trace,) = read(tmp_path, doc)
+    sends = trace.of(PacketSent)
+    assert [(p.pn, p.space, p.size, p.ack_eliciting) for p in sends] == [
+        (1, "initial", 1003, True), (2, "initial", 42, False), (3, "application", 1250, True),
+        (4, "application", 1250, True)]
+    (lost,) = trace.of(PacketLost)
+    assert (lost.pn, lost.space, lost.trigger) == (3, "application", None)
+    # µs of CLOCK_MONOTONIC, kept to the µs (no link start given: the log's own origin).
+    assert sends[2].t_us - sends[0].t_us == 20_500 and lost.t_us - sends[2].t_us == 69_500
+    assert any("NetLog read as qlog" in n and "server.longlook.test" in n for n in trace.notes)
+
+
+def chromium_lines(doc: dict) -> str:
+    """The NetLog as Chromium writes it: constants, then one event per line."""
+    head = json.dumps({"constants": doc["constants"]})[:-1] + ',\n"events": [\n'
+    return head + "".join(json.dumps(e) + ",\n" for e in doc["events"])
+
+
+@pytest.mark.parametrize("cut", ["after an event", "inside an event"])
+def test_a_netlog_cut_short_is_read_and_marked_partial(tmp_path, cut):
+    text = chromium_lines(netlog([sent(1, 1000), sent(2, 2000), sent(3, 3000)]))  # what a killed browser leaves
+    if cut == "inside an event":
+        text = text[: text.rindex('"sent_time_us"')]
+    (trace,) = read(tmp_path, text.encode())
+    assert trace.partial and [p.pn for p in trace.of(PacketSent)] == ([1, 2, 3] if cut == "after an event" else [1, 2])
+    assert any("cut short" in n for n in trace.notes)
+
+
+@pytest.mark.parametrize("content,needle", [
+    (json.dumps(netlog([("SOCKET_ALIVE", {})])).encode(), "no QUIC packet sent"),
+    (b'{"constants": {"logEventTypes": {}},\n"events": [\n{"type": 1, ', "no QUIC packet sent"),
+    (b'{"constants": 5, "events": []}', "logEventTypes"),
+    (b'{"constants": {"logEventTypes": {"A": 1}}, "events": [ this is not json', "not a readable NetLog"),
+])
+def test_a_bad_netlog_is_one_error_naming_the_file(tmp_path, content, needle):
+    with pytest.raises(QlogError, match=needle) as e:
+        read(tmp_path, content)
+    assert "chromium.netlog.json" in str(e.value)
+
+
+def test_chromium_is_a_client_paired_with_an_h3_server():
+    chromium, aioquic, quinn = (endpoints.load(n) for n in ("chromium", "aioquic", "quinn"))
+    assert chromium.roles == ("client",) and chromium.alpn == ("h3",) and "h3" in aioquic.alpn
+    assert endpoints.receiver(chromium, None, "upload").name == "aioquic"
+    assert endpoints.receiver(aioquic, chromium, "download").name == "chromium"
+    assert endpoints.receiver(quinn, None, "download") is None
+    with pytest.raises(StackError, match="client only.*--direction upload.*--impl aioquic --client chromium"):
+        endpoints.receiver(chromium, None, "download")
+    with pytest.raises(StackError, match="share no application protocol.*speaks h3: aioquic"):
+        endpoints.receiver(chromium, quinn, "upload")
+    with pytest.raises(StackError, match="share no application protocol"):
+        endpoints.receiver(quinn, chromium, "download")
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--impl", "chromium"], "chromium is a client only"),
+    (["--impl", "quiche", "--client", "chromium"], "share no application protocol"),
+])
+def test_a_pair_chromium_cannot_make_is_one_clear_line(args, needle, tmp_path):
+    r = subprocess.run([*CLI, "transfer", *args, "--rate", "10mbit", "--rtt", "20ms", "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("env,needle", [
+    ({"ROLE": "server"}, "client only"),
+    ({"ROLE": "client", "LL_CC": "vegas"}, "LL_CC=vegas unsupported"),
+    ({"ROLE": "client", "LL_INITIAL_WINDOW": "10"}, "initial window is 32"),
+])
+def test_the_endpoint_refuses_what_chromium_cannot_do_with_127(env, needle, tmp_path):
+    run = endpoints.load("chromium").run
+    r = subprocess.run([str(run)], env={**os.environ, "REQUESTS": "https://198.18.0.1:4433/x",
+                                        "LL_CERTS": str(tmp_path), **env},
+                       capture_output=True, text=True, timeout=30, check=False)
+    assert r.returncode == 127 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def _needs_browser():
+    if not (shutil.which("chromium") and shutil.which("chromedriver")):
+        skip_or_fail("chromium and chromedriver are not installed (make setup installs them)")
+
+
+def _no_browser_left(out: Path):
+    """No Chromium of this run is left: its NetLog path, under `out`, is on its command line."""
+    left = subprocess.run(["pgrep", "-f", f"log-net-log={out}"], capture_output=True, text=True, check=False).stdout
+    assert not left.strip(), f"Chromium processes outlived the run: {left}"
+
+
+@pytest.mark.netns
+def test_chromium_uploads_through_a_lossy_link_and_its_netlog_is_its_trace(netns_ready, tmp_path):
+    """Chromium's own sender (CUBIC) is the one judged: the bytes arrive whole at
+    aioquic's h3 server, the trace comes from the NetLog on the link's clock, and the
+    capture decrypts with the key log Chromium wrote."""
+    _needs_browser()
+    out = tmp_path / "up"
+    r = subprocess.run([*CLI, "transfer", "--impl", "chromium", "--direction", "upload", "--bytes", "1MB",
+                        "--rate", "20mbit", "--rtt", "40ms", "--loss", "0.02", "--out", str(out)],
+                       capture_output=True, text=True, timeout=240, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "chromium cubic (upload) to aioquic's server" in r.stdout and "no cwnd plot" in r.stdout
+    result = json.loads((out / "result.json").read_text())
+    assert result["ok"] and result["direction"] == "upload" and result["peer_stack"] == "aioquic"
+    version = json.loads((out / "server" / "app.ndjson").read_text().splitlines()[0])
+    assert version["stack"] == "chromium" and version["native_cc"] == "CUBIC"
+    (trace,) = qlog.read_run(out, "chromium")["server"]
+    sends = [p for p in trace.of(PacketSent) if p.space == "application"]
+    assert sum(p.size for p in sends) > 1_000_000 and trace.of(PacketLost), "2% loss: Chromium declared losses"
+    first = json.loads((out / "link.ndjson").read_text().splitlines()[1])
+    assert first["dir"] == "s2c" and 0 <= first["arr_us"] - trace.of(PacketSent)[0].t_us < 3_000, \
+        "the NetLog's first send sits just before the link saw it"
+    from harness.observe.groundtruth import read_log
+    from harness.observe.wire import read_wire
+
+    gt = read_log(out / "link.ndjson")
+    view = read_wire(out / "pcap" / "server.pcap", [out / "server" / "keys.log"], gt.header["start_unix_ns"],
+                     server_addrs={result["transfer"]["addr"]}, server_side_addrs=gt.server_side_addrs())
+    view.check()  # every packet decrypted with the key log Chromium wrote
+    data = sum(f.length for d in view.datagrams if d.direction == "s2c" for p in d.packets for f in p.frames
+               if f.name == "stream")
+    assert data >= 1_000_000
+    _no_browser_left(out)
+
+
+@pytest.mark.netns
+def test_aioquic_serves_chromium_over_http3(netns_ready, tmp_path):
+    """A download: aioquic's server (judged) sends over h3 to Chromium, which writes
+    what it received, byte for byte; its NewReno is asked of Chromium's client too."""
+    _needs_browser()
+    out = tmp_path / "down"
+    r = subprocess.run([*CLI, "transfer", "--impl", "aioquic", "--cc", "newreno", "--client", "chromium",
+                        "--bytes", "600KB", "--streams", "2", "--rate", "20mbit", "--rtt", "40ms", "--loss", "0.01",
+                        "--out", str(out)], capture_output=True, text=True, timeout=240, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "to chromium's client" in r.stdout
+    client = json.loads((out / "client" / "app.ndjson").read_text().splitlines()[0])
+    assert client["stack"] == "chromium" and client["native_cc"] == "RENO"
+    traces = qlog.read_run(out, "aioquic")
+    assert traces["client"][0].stack == "chromium" and traces["server"][0].stack == "aioquic"
+    assert list((out / "report").glob("aioquic-server-cwnd.png"))
+    _no_browser_left(out)
