@@ -9,8 +9,10 @@ set -euo pipefail
 # tshark: cross-checks our QUIC decryption in tests (tests/test_wire_tshark.py).
 # openjdk-17-jre-headless: runs TLC, the TLA+ model checker (make tlc, harness/model).
 # chromium, chromium-driver: headless Chromium, driven by Selenium, opens the report
-# the way a person does (tests/test_report_browser.py).
-PACKAGES=(iproute2 iperf3 cmake libclang-dev graphviz tshark openjdk-17-jre-headless chromium chromium-driver)
+# the way a person does (tests/test_report_browser.py) and is an endpoint
+# (harness/endpoints/chromium). firefox-esr: headless Firefox (neqo), an endpoint
+# driven over WebDriver BiDi (harness/endpoints/firefox).
+PACKAGES=(iproute2 iperf3 cmake libclang-dev graphviz tshark openjdk-17-jre-headless chromium chromium-driver firefox-esr)
 # python3.11-venv: `python3.11 -m venv` with the distribution's interpreter, which
 # the Makefile prefers when it is there (PYTHON_BOOTSTRAP).
 if [ -x /usr/bin/python3.11 ]; then

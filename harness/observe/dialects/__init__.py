@@ -10,6 +10,7 @@ from __future__ import annotations
 from harness.observe.dialects._base import CAPABILITIES, Context, Dialect
 from harness.observe.dialects.aioquic import AioquicDialect
 from harness.observe.dialects.chromium import ChromiumDialect
+from harness.observe.dialects.firefox import FirefoxDialect
 from harness.observe.dialects.picoquic import PicoquicDialect
 from harness.observe.dialects.quic_go import QuicGoDialect
 from harness.observe.dialects.quiche import QuicheDialect
@@ -20,7 +21,7 @@ __all__ = ["CAPABILITIES", "Context", "Dialect", "DIALECTS", "get", "of_stack"]
 
 DIALECTS: dict[str, Dialect] = {
     d.stack: d
-    for d in (AioquicDialect(), ChromiumDialect(), PicoquicDialect(), QuicGoDialect(), QuicheDialect(), QuinnDialect(), TquicDialect())
+    for d in (AioquicDialect(), ChromiumDialect(), FirefoxDialect(), PicoquicDialect(), QuicGoDialect(), QuicheDialect(), QuinnDialect(), TquicDialect())
 }
 
 

@@ -1,7 +1,8 @@
-"""Chromium as a client (issue 20): headless Debian chromium, driven by chromedriver,
-downloading from aioquic's HTTP/3 server and uploading to it through the emulated
-link; its NetLog read as its log. The NetLog reader's cases use small NetLogs built
-here, in the shape Chromium 156 writes (event names as its constants give them)."""
+"""Browsers as clients (issue 20): headless Debian chromium (driven by chromedriver)
+and firefox-esr (driven over WebDriver BiDi), downloading from aioquic's HTTP/3
+server and uploading to it through the emulated link; Chromium's NetLog and
+Firefox's neqo qlog read as their logs. The NetLog reader's cases use small NetLogs
+built here, in the shape Chromium 156 writes (event names as its constants give them)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from conftest import skip_or_fail
 from harness import endpoints
 from harness.endpoints import StackError
 from harness.observe import qlog
-from harness.observe.events import PacketLost, PacketSent
+from harness.observe.events import Metrics, PacketLost, PacketSent
 from harness.observe.qlog_raw import QlogError
 
 CLI = [sys.executable, "-m", "harness.cli"]
@@ -104,18 +105,19 @@ def test_a_bad_netlog_is_one_error_naming_the_file(tmp_path, content, needle):
     assert "chromium.netlog.json" in str(e.value)
 
 
-def test_chromium_is_a_client_paired_with_an_h3_server():
-    chromium, aioquic, quinn = (endpoints.load(n) for n in ("chromium", "aioquic", "quinn"))
-    assert chromium.roles == ("client",) and chromium.alpn == ("h3",) and "h3" in aioquic.alpn
-    assert endpoints.receiver(chromium, None, "upload").name == "aioquic"
-    assert endpoints.receiver(aioquic, chromium, "download").name == "chromium"
+@pytest.mark.parametrize("browser", ["chromium", "firefox"])
+def test_a_browser_is_a_client_paired_with_an_h3_server(browser):
+    b, aioquic, quinn = (endpoints.load(n) for n in (browser, "aioquic", "quinn"))
+    assert b.roles == ("client",) and b.alpn == ("h3",) and "h3" in aioquic.alpn
+    assert endpoints.receiver(b, None, "upload").name == "aioquic"
+    assert endpoints.receiver(aioquic, b, "download").name == browser
     assert endpoints.receiver(quinn, None, "download") is None
-    with pytest.raises(StackError, match="client only.*--direction upload.*--impl aioquic --client chromium"):
-        endpoints.receiver(chromium, None, "download")
+    with pytest.raises(StackError, match=f"client only.*--direction upload.*--impl aioquic --client {browser}"):
+        endpoints.receiver(b, None, "download")
     with pytest.raises(StackError, match="share no application protocol.*speaks h3: aioquic"):
-        endpoints.receiver(chromium, quinn, "upload")
+        endpoints.receiver(b, quinn, "upload")
     with pytest.raises(StackError, match="share no application protocol"):
-        endpoints.receiver(quinn, chromium, "download")
+        endpoints.receiver(quinn, b, "download")
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -128,59 +130,78 @@ def test_a_pair_chromium_cannot_make_is_one_clear_line(args, needle, tmp_path):
     assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize("env,needle", [
-    ({"ROLE": "server"}, "client only"),
-    ({"ROLE": "client", "LL_CC": "vegas"}, "LL_CC=vegas unsupported"),
-    ({"ROLE": "client", "LL_INITIAL_WINDOW": "10"}, "initial window is 32"),
+@pytest.mark.parametrize("browser,env,needle", [
+    ("chromium", {"ROLE": "server"}, "client only"),
+    ("chromium", {"ROLE": "client", "LL_CC": "vegas"}, "LL_CC=vegas unsupported"),
+    ("chromium", {"ROLE": "client", "LL_INITIAL_WINDOW": "10"}, "initial window is 32"),
+    ("firefox", {"ROLE": "server"}, "client only"),
+    ("firefox", {"ROLE": "client", "LL_CC": "bbr"}, "LL_CC=bbr unsupported (firefox offers cubic, newreno, reno)"),
+    ("firefox", {"ROLE": "client", "LL_MAX_DATAGRAM_SIZE": "1200"}, "sends 1252 B packets"),
+    ("firefox", {"ROLE": "client", "LL_CERTS": "/nonexistent"}, "cert.pem is missing"),
 ])
-def test_the_endpoint_refuses_what_chromium_cannot_do_with_127(env, needle, tmp_path):
-    run = endpoints.load("chromium").run
+def test_the_endpoint_refuses_what_the_browser_cannot_do_with_127(browser, env, needle, tmp_path):
+    run = endpoints.load(browser).run
     r = subprocess.run([str(run)], env={**os.environ, "REQUESTS": "https://198.18.0.1:4433/x",
                                         "LL_CERTS": str(tmp_path), **env},
                        capture_output=True, text=True, timeout=30, check=False)
     assert r.returncode == 127 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
-def _needs_browser():
-    if not (shutil.which("chromium") and shutil.which("chromedriver")):
-        skip_or_fail("chromium and chromedriver are not installed (make setup installs them)")
+BINARIES = {"chromium": ("chromium", "chromedriver"), "firefox": ("firefox-esr",)}
+
+
+def _needs(browser: str):
+    missing = [b for b in BINARIES[browser] if not shutil.which(b)]
+    if missing:
+        skip_or_fail(f"{', '.join(missing)} not installed (make setup installs them)")
 
 
 def _no_browser_left(out: Path):
-    """No Chromium of this run is left: its NetLog path, under `out`, is on its command line."""
-    left = subprocess.run(["pgrep", "-f", f"log-net-log={out}"], capture_output=True, text=True, check=False).stdout
-    assert not left.strip(), f"Chromium processes outlived the run: {left}"
+    """No browser of this run is left: a path under `out` (the NetLog's or the profile's
+    qlog directory in its environment) is on its command line or the endpoint's."""
+    left = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True, check=False).stdout
+    assert not left.strip(), f"processes of the run outlived it: {left}"
 
 
 @pytest.mark.netns
-def test_chromium_uploads_through_a_lossy_link_and_its_netlog_is_its_trace(netns_ready, tmp_path):
-    """Chromium's own sender (CUBIC) is the one judged: the bytes arrive whole at
-    aioquic's h3 server, the trace comes from the NetLog on the link's clock, and the
-    capture decrypts with the key log Chromium wrote."""
-    _needs_browser()
+@pytest.mark.parametrize("browser", ["chromium", "firefox"])
+def test_a_browser_uploads_through_a_lossy_link_and_its_log_is_its_trace(netns_ready, tmp_path, browser):
+    """The browser's own sender (CUBIC) is the one judged: the bytes arrive whole at
+    aioquic's h3 server, the trace comes from the browser's log on the link's clock,
+    and the capture decrypts with the key log the browser wrote."""
+    _needs(browser)
     out = tmp_path / "up"
-    r = subprocess.run([*CLI, "transfer", "--impl", "chromium", "--direction", "upload", "--bytes", "1MB",
+    r = subprocess.run([*CLI, "transfer", "--impl", browser, "--direction", "upload", "--bytes", "1MB",
                         "--rate", "20mbit", "--rtt", "40ms", "--loss", "0.02", "--out", str(out)],
                        capture_output=True, text=True, timeout=240, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "chromium cubic (upload) to aioquic's server" in r.stdout and "no cwnd plot" in r.stdout
+    assert f"{browser} cubic (upload) to aioquic's server" in r.stdout
     result = json.loads((out / "result.json").read_text())
     assert result["ok"] and result["direction"] == "upload" and result["peer_stack"] == "aioquic"
     version = json.loads((out / "server" / "app.ndjson").read_text().splitlines()[0])
-    assert version["stack"] == "chromium" and version["native_cc"] == "CUBIC"
-    (trace,) = qlog.read_run(out, "chromium")["server"]
+    assert version["stack"] == browser
+    (trace,) = qlog.read_run(out, browser)["server"]
+    assert not trace.partial, trace.notes
     sends = [p for p in trace.of(PacketSent) if p.space == "application"]
-    assert sum(p.size for p in sends) > 1_000_000 and trace.of(PacketLost), "2% loss: Chromium declared losses"
-    first = json.loads((out / "link.ndjson").read_text().splitlines()[1])
-    assert first["dir"] == "s2c" and 0 <= first["arr_us"] - trace.of(PacketSent)[0].t_us < 3_000, \
-        "the NetLog's first send sits just before the link saw it"
+    assert sum(p.size for p in sends) > 1_000_000 and trace.of(PacketLost), "2% loss: the browser declared losses"
+    link = [json.loads(line) for line in (out / "link.ndjson").read_text().splitlines()[1:]]
+    flows = {r["flow"] for r in link if "flow" in r}
+    assert len(flows) == 2, f"the transfer's flow only, each way: no background traffic crossed the link: {flows}"
+    first = next(r for r in link if r.get("dir") == "s2c")
+    assert 0 <= first["arr_us"] - trace.of(PacketSent)[0].t_us < 3_000, \
+        "the log's first send sits just before the link saw it"
+    windows = [m.congestion_window for m in trace.of(Metrics) if m.congestion_window]
+    if browser == "chromium":  # its NetLog has no window: no plot, and it says so
+        assert not windows and "no cwnd plot" in r.stdout
+    else:  # neqo logs its window: plotted as any stack's
+        assert windows and (out / "report" / "firefox-client-cwnd.png").exists()
     from harness.observe.groundtruth import read_log
     from harness.observe.wire import read_wire
 
     gt = read_log(out / "link.ndjson")
     view = read_wire(out / "pcap" / "server.pcap", [out / "server" / "keys.log"], gt.header["start_unix_ns"],
                      server_addrs={result["transfer"]["addr"]}, server_side_addrs=gt.server_side_addrs())
-    view.check()  # every packet decrypted with the key log Chromium wrote
+    view.check()  # every packet decrypted with the key log the browser wrote
     data = sum(f.length for d in view.datagrams if d.direction == "s2c" for p in d.packets for f in p.frames
                if f.name == "stream")
     assert data >= 1_000_000
@@ -188,19 +209,22 @@ def test_chromium_uploads_through_a_lossy_link_and_its_netlog_is_its_trace(netns
 
 
 @pytest.mark.netns
-def test_aioquic_serves_chromium_over_http3(netns_ready, tmp_path):
-    """A download: aioquic's server (judged) sends over h3 to Chromium, which writes
-    what it received, byte for byte; its NewReno is asked of Chromium's client too."""
-    _needs_browser()
+@pytest.mark.parametrize("browser,native", [("chromium", "RENO"), ("firefox", "cc_algorithm=0")])
+def test_aioquic_serves_a_browser_over_http3(netns_ready, tmp_path, browser, native):
+    """A download: aioquic's server (judged) sends over h3 to the browser, which writes
+    what it received, byte for byte; NewReno is asked of the browser's client too."""
+    _needs(browser)
     out = tmp_path / "down"
-    r = subprocess.run([*CLI, "transfer", "--impl", "aioquic", "--cc", "newreno", "--client", "chromium",
+    r = subprocess.run([*CLI, "transfer", "--impl", "aioquic", "--cc", "newreno", "--client", browser,
                         "--bytes", "600KB", "--streams", "2", "--rate", "20mbit", "--rtt", "40ms", "--loss", "0.01",
                         "--out", str(out)], capture_output=True, text=True, timeout=240, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "to chromium's client" in r.stdout
-    client = json.loads((out / "client" / "app.ndjson").read_text().splitlines()[0])
-    assert client["stack"] == "chromium" and client["native_cc"] == "RENO"
+    assert f"to {browser}'s client" in r.stdout
+    applog = [json.loads(line) for line in (out / "client" / "app.ndjson").read_text().splitlines()]
+    assert applog[0]["stack"] == browser and applog[0]["native_cc"] == native
+    done = [e for e in applog if e.get("event") == "request_done"]
+    assert sorted(e["bytes"] for e in done) == [300_000, 300_000]
     traces = qlog.read_run(out, "aioquic")
-    assert traces["client"][0].stack == "chromium" and traces["server"][0].stack == "aioquic"
+    assert traces["client"][0].stack == browser and traces["server"][0].stack == "aioquic"
     assert list((out / "report").glob("aioquic-server-cwnd.png"))
     _no_browser_left(out)
