@@ -26,6 +26,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from harness import rfc
+from harness.observe import dialects
 from harness.observe.events import Metrics, PacketAcked, PacketSent
 from harness.run import Inconclusive
 from harness.schedule import TransferPlan, strategies
@@ -103,8 +104,14 @@ def test_initial_window_is_ten_datagrams(longlook, target, schedule):
     before any acknowledgment) is 10 × max_datagram_size capped at max(14720,
     2 × max_datagram_size): between 12000 bytes and that cap for the largest
     datagram the sender sent. The window does not depend on the link, so one run
-    on the clean link judges it. §7.2 binds every controller (BBR too)."""
-    outcomes.require(target, "congestion_window")
+    on the clean link judges it. §7.2 binds every controller (BBR too).
+
+    A sender whose log has no window (a browser's NetLog) is judged from the wire:
+    its flight, less what the acknowledgments so far could have added, is a floor on its
+    initial window (analysis.initial_window_floor), which must not exceed the cap. Too small a
+    window cannot be seen that way (a flight may be smaller than the window)."""
+    if not dialects.of_stack(target.stack.name, bool(target.stack.honours.get("qlog"))).logs("congestion_window"):
+        return _initial_window_from_the_wire(longlook, target, schedule)
     with longlook.run(target, schedule, PLAN) as obs:
         obs.completed()
         trace = obs.sender
@@ -126,6 +133,25 @@ def test_initial_window_is_ten_datagrams(longlook, target, schedule):
               f"{target.id}: initial window {cwnd} B (logged at t={t_us / 1e6:.4f} s) is below {low} B, "
               f"10 datagrams of QUIC's smallest size ({MIN_DATAGRAM} B)",
               window=cwnd)
+
+
+def _initial_window_from_the_wire(longlook, target, schedule) -> None:
+    """The cap of §7.2 against the floor the sender's flight puts on its initial window."""
+    with longlook.run(target, schedule, PLAN) as obs:
+        obs.completed()
+        floor = analysis.initial_window_floor(obs.wire)
+        if floor is None:
+            outcomes.not_exercised("the capture shows no send of the sender's")
+        mds = max(d.udp_size for d in obs.wire.datagrams if d.entered and d.direction == "s2c")
+        _, high = initial_window_bounds(mds)
+        least, t_us, flight, acked = floor
+        least -= mds  # the datagram a sender may have in flight above its window
+        check(least <= high, "initial-window-too-large",
+              f"{target.id}: initial window at least {least} B (derived from the wire: at t={t_us / 1e6:.4f} s, "
+              f"{flight} B were in flight, less {acked} B the packets acknowledged so far could have added "
+              f"({analysis.GROWTH_PER_PACKET} B each at most) and one {mds} B datagram), above "
+              f"{high} B, min(10 × {mds}, max({IW_CAP}, 2 × {mds})) for its largest datagram",
+              window=least, over_cap=least / high)
 
 
 #: How many round trips of slow start are judged, from the flight first reaching the

@@ -228,3 +228,36 @@ def test_aioquic_serves_a_browser_over_http3(netns_ready, tmp_path, browser, nat
     assert traces["client"][0].stack == browser and traces["server"][0].stack == "aioquic"
     assert list((out / "report").glob("aioquic-server-cwnd.png"))
     _no_browser_left(out)
+
+
+def test_a_browser_loads_the_origin_again_until_it_answers(monkeypatch):
+    """A schedule that holds up the handshake makes a browser give up and show an
+    error page; the endpoint loads the page again (LL_TIMEOUT_S bounds it), as the
+    contract's other clients keep trying."""
+    sys.path.insert(0, str(endpoints.ENDPOINTS_DIR / "browser"))
+    import page
+
+    monkeypatch.setattr(page, "RETRY_S", 0.0)
+    titles, navigations = iter(["server.longlook.test", "Problem loading page", "longlook"]), []
+
+    class Fake:
+        def call(self, function, args):
+            assert function == page.TITLE
+            return next(titles)
+
+    page.load_origin(Fake(), lambda: navigations.append(1))
+    assert len(navigations) == 3
+
+
+def test_a_browser_endpoint_is_one_line_on_failure(tmp_path):
+    """A browser that cannot reach the server within LL_TIMEOUT_S: exit 1, one line
+    (nothing listens on the discard port of the loopback it is sent to)."""
+    if not shutil.which("chromium"):
+        skip_or_fail("chromium is not installed (make setup installs it)")
+    from harness.testbed.certs import write_certs
+
+    write_certs(tmp_path)
+    r = subprocess.run([str(endpoints.load("chromium").run)], env={
+        **os.environ, "ROLE": "client", "REQUESTS": "https://127.0.0.1:9/x", "LL_CERTS": str(tmp_path),
+        "LL_TIMEOUT_S": "4"}, capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 1 and "gave up after LL_TIMEOUT_S=4" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -53,3 +53,29 @@ def test_a_window_first_logged_after_an_acknowledgment_is_not_judged():
     assert first_window_before_any_ack(_trace(PacketSent(t_us=10.0, pn=0),
                                               Metrics(t_us=20.0, congestion_window=12000))) is None
     assert first_window_before_any_ack(_trace(PacketSent(t_us=10.0, pn=0))) is None
+
+
+# --- the floor the wire puts on a window no log gives (a browser's) -----------------
+
+#: Each fixture stack's initial window as its own qlog logs it before its first send
+#: (the fixtures of tests/fixtures/wire: 200 kB over a clean link).
+LOGGED_INITIAL_WINDOW = {"aioquic": 12520, "quic-go": 40064, "picoquic": 15360, "quinn": 12000, "tquic": 12520,
+                         "quiche": 12000}
+
+
+def test_the_wire_floor_is_below_every_logged_initial_window_and_sees_a_large_one():
+    """analysis.initial_window_floor is a lower bound: on every fixture stack the floor,
+    less a datagram, is at most the window the stack logged; and it is tight enough to
+    see quic-go's 32-datagram window above §7.2's cap."""
+    from test_wire_decode import STACKS, load
+
+    from harness.verdict import analysis
+
+    for stack in STACKS:
+        view = load(stack)
+        floor, _, flight, allowance = analysis.initial_window_floor(view)
+        mds = max(d.udp_size for d in view.datagrams if d.entered and d.direction == "s2c")
+        assert flight - allowance == floor and floor - mds <= LOGGED_INITIAL_WINDOW[stack], (stack, floor, mds)
+    _, high = initial_window_bounds(1252)
+    quic_go = load("quic-go")
+    assert analysis.initial_window_floor(quic_go)[0] - 1252 > high

@@ -208,6 +208,39 @@ def bytes_newly_acknowledged(view, t_from_us: float, t_to_us: float, slack_us: f
                if a.space == "application" and t_from_us - slack_us < a.t_us <= t_to_us + slack_us)
 
 
+#: The most any stack's window grows per acknowledged packet in slow start: some add a
+#: full segment per packet whatever its size (quic-go its datagram size; Chromium
+#: 1460 B, TCP's MSS), so the growth allowed per packet is an Ethernet MTU.
+GROWTH_PER_PACKET = 1500
+
+
+def initial_window_floor(view) -> tuple[int, float, int, int] | None:
+    """The least initial window that explains the sender's flight on the wire, for a
+    stack whose log has no window: the largest (bytes in flight − what the
+    acknowledgments so far could have added) after any send, with (t_us, that flight,
+    that allowance); the allowance grows fast, so it is the first round that counts. A controller's window grows by at most GROWTH_PER_PACKET per packet
+    acknowledged (a loss only lowers it), so its initial window is at least this, less
+    the one datagram a sender may have in flight above its window. The wire's own
+    accounting (join.wire_trace) drops presumed-lost and discarded Initial/Handshake
+    packets from the flight at once, which can only lower the floor. None without a
+    capture of the sender's sends."""
+    from harness.observe.join import wire_trace
+
+    counts = Counter(d.conn for d in view.datagrams if d.direction == "s2c" and d.conn is not None)
+    if not counts:
+        return None
+    trace = wire_trace(view, counts.most_common(1)[0][0])
+    sizes = {(p.space, p.pn): p.size or 0 for p in trace.of(PacketSent) if p.ack_eliciting}
+    allowance, best = 0, None
+    for e in trace.events:
+        if isinstance(e, PacketAcked) and (e.space, e.pn) in sizes:
+            allowance += max(sizes[(e.space, e.pn)], GROWTH_PER_PACKET)
+        elif isinstance(e, Metrics) and e.bytes_in_flight is not None:
+            if best is None or e.bytes_in_flight - allowance > best[0]:
+                best = (e.bytes_in_flight - allowance, e.t_us, e.bytes_in_flight, allowance)
+    return best
+
+
 def states(trace: Trace, beta: float | None) -> list[CongestionState]:
     """The sender's congestion states: as logged where the stack logs them, else
     inferred from its metrics and losses (harness.observe.states)."""

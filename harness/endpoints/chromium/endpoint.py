@@ -101,8 +101,9 @@ def run(s: page.Settings, applog: page.AppLog) -> None:
             options.add_argument(f"--ssl-key-log-file={s.keylog}")
         driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
         driver.set_script_timeout(s.timeout_s or 600)
-        driver.get(f"https://{page.SERVER_NAME}:{s.port}/")
-        page.run_requests(SeleniumPage(driver), s, applog)
+        origin = SeleniumPage(driver)
+        page.load_origin(origin, lambda: driver.get(f"https://{page.SERVER_NAME}:{s.port}/"))
+        page.run_requests(origin, s, applog)
     finally:
         if driver is not None:
             driver.quit()  # chromedriver and every Chromium process; the NetLog is closed then

@@ -156,7 +156,7 @@ def run(s: page.Settings, applog: page.AppLog) -> None:
                                      "--remote-debugging-port=0"], env=env, stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL)
         bidi = BidiPage(wait_for_bidi(log, proc))
-        bidi.navigate(f"https://{s.urls[0].hostname}:{s.port}/")
+        page.load_origin(bidi, lambda: bidi.navigate(f"https://{s.urls[0].hostname}:{s.port}/"))
         page.run_requests(bidi, s, applog)
     finally:
         if bidi is not None:

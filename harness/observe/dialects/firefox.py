@@ -10,13 +10,17 @@ frames with acked_ranges, so packet_acked is derived as for every stack; neqo's 
 changed (congestion_window, ssthresh, bytes_in_flight, RTTs in ms);
 congestion_state_updated with the draft's names (slow_start, congestion_avoidance,
 recovery). recovery:parameters_set gives the constants (initial window 10 × 1252 B,
-loss_reduction_factor 0.5 for NewReno). No loss-timer events and no pto_count: PTO
-expiries come from the wire.
+loss_reduction_factor 0.5 for NewReno) before the first packet; its
+`initial_congestion_window` is read as the first logged window, since neqo's
+metrics_updated logs the window only once it changes. No loss-timer events and no
+pto_count: PTO expiries come from the wire.
 """
 
 from __future__ import annotations
 
-from harness.observe.dialects._base import CAPABILITIES, Dialect
+from typing import Any
+
+from harness.observe.dialects._base import CAPABILITIES, Dialect, _Walk
 
 
 class FirefoxDialect(Dialect):
@@ -25,3 +29,13 @@ class FirefoxDialect(Dialect):
     stack = "firefox"
     LOGS = CAPABILITIES - {"pto_expired"}
     FACTS = ("firefox: neqo logs no loss-timer events and no pto_count (PTO expiries from the wire)",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handlers["recovery:parameters_set"] = self.on_parameters
+
+    def on_parameters(self, w: _Walk, t: float, d: dict[str, Any]) -> None:
+        """The window neqo starts with, as its first metrics."""
+        iw = d.get("initial_congestion_window")
+        if isinstance(iw, int) and not isinstance(iw, bool):
+            self.on_metrics(w, t, {"congestion_window": iw})
