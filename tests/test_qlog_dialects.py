@@ -243,3 +243,34 @@ def test_quic_go_s_ack_goes_before_the_effects_it_logged_first(tmp_path):
     # An ACK 20 ms after a loss timer's effects: only what it logged just before it moves.
     last = [(type(e).__name__, getattr(e, "pn", None)) for e in t.events if e.t_us >= late.t_us + 10_000]
     assert last == [("CongestionState", None), ("PacketAcked", 5), ("Metrics", None)], last
+
+
+def test_firefox_s_epoch_reference_parameters_and_states(tmp_path):
+    """neqo (Firefox): reference_time in ms since the epoch, relative times (clock
+    "wall"); recovery:parameters_set's initial window is the first logged window, since
+    metrics_updated logs the window only once it changes; states and triggers as the
+    draft names them; no PTO expiry is claimed."""
+    trace = {"vantage_point": {"name": "neqo-Client", "type": "client"},
+             "common_fields": {"reference_time": LINK_US / 1000 + 500.0, "time_format": "relative"}}
+    p = seq(tmp_path, [
+        {"time": 0.25, "name": "recovery:parameters_set",
+         "data": {"initial_congestion_window": 12520, "loss_reduction_factor": 0.5}},
+        {"time": 0.25, "name": "recovery:congestion_state_updated", "data": {"new": "slow_start"}},
+        sent(0.25, 16, "initial"),
+        ack(40.0, [16, 16], ptype="initial"),
+        {"time": 40.0, "name": "recovery:metrics_updated", "data": {"congestion_window": 13772}},
+        sent(41.0, 0), sent(41.5, 1), sent(42.0, 2), sent(42.5, 3),
+        ack(90.0, [1, 3]),
+        {"time": 90.0, "name": "recovery:packet_lost",
+         "data": {"header": {"packet_type": "1RTT", "packet_number": 0}, "trigger": "reordering_threshold"}},
+    ], trace=trace)
+    t = qlog.read_trace(p, "firefox", "client", LINK_START_NS)
+    windows = [(m.t_us, m.congestion_window) for m in t.of(ev.Metrics) if m.congestion_window]
+    assert windows == [(500_250.0, 12520), (540_000.0, 13772)]
+    assert "clock: wall" in t.notes
+    assert [s.state for s in t.of(ev.CongestionState)] == ["SlowStart"]
+    (lost,) = t.of(ev.PacketLost)
+    assert (lost.pn, lost.trigger) == (0, "reordering_threshold")
+    assert sorted((a.space, a.pn) for a in t.of(ev.PacketAcked)) == [
+        ("application", 1), ("application", 2), ("application", 3), ("initial", 16)]
+    assert not t.of(ev.PtoExpired)
