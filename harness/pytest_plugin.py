@@ -30,6 +30,7 @@ Hypothesis profiles, chosen with Hypothesis' own --hypothesis-profile:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import unittest
@@ -258,6 +259,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     _keep_shard(config, items)
     choose_modes(items, config.getoption("--mode"))
+    for item in items:
+        _count_late_starters(getattr(item, "obj", None))
     from harness.verdict.findings import FINDINGS, FLAKY_FINDINGS, SIGNATURES, case_keys
 
     for item in items:
@@ -273,6 +276,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 strict = strict and getattr(getattr(target, "stack", None), "release_dir", None) is None
                 item.add_marker(pytest.mark.xfail(strict=strict, reason=table[key]))
                 item.stash[FINDING] = (strict, table[key], SIGNATURES[key])
+
+
+def _count_late_starters(test) -> None:
+    """For a target whose client starts late (caps.json `late_start_s`: a browser), an
+    example whose trigger never happened counts toward max_examples, as under
+    outcomes.rare_trigger: a schedule keyed to the link's clock mostly strikes before
+    such a client has sent anything, and Hypothesis would hunt through hundreds of
+    real-time runs for one that hits it. The example is in the ledger as not
+    exercised all the same, and a case with none judged ends so, never passed.
+    Hypothesis calls `.hypothesis.inner_test` for each example, and documents it as
+    the place to wrap (pytest-trio does so); the wrap is shared by the function's
+    cases and acts only for the late starters among them."""
+    inner = getattr(getattr(test, "hypothesis", None), "inner_test", None)
+    if inner is None or getattr(inner, "_longlook_late_start", False):
+        return
+    from harness.verdict.outcomes import NotExercised
+
+    @functools.wraps(inner)
+    def counted(*args, **kwargs):
+        target = kwargs.get("target")
+        if not getattr(getattr(target, "stack", None), "late_start_s", 0):
+            return inner(*args, **kwargs)
+        try:
+            return inner(*args, **kwargs)
+        except NotExercised:
+            return None  # recorded in the ledger by the runner
+
+    counted._longlook_late_start = True
+    test.hypothesis.inner_test = counted
 
 
 def _keep_shard(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -261,3 +261,34 @@ def test_a_browser_endpoint_is_one_line_on_failure(tmp_path):
         **os.environ, "ROLE": "client", "REQUESTS": "https://127.0.0.1:9/x", "LL_CERTS": str(tmp_path),
         "LL_TIMEOUT_S": "4"}, capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 1 and "gave up after LL_TIMEOUT_S=4" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_late_starting_clients_unexercised_examples_count_toward_max_examples():
+    """For a browser (caps late_start_s), a not-exercised example ends its call normally
+    (Hypothesis counts it, as under outcomes.rare_trigger) instead of being rejected and
+    hunted past; for any other stack it stays a rejection. Other outcomes pass through."""
+    from types import SimpleNamespace
+
+    from harness.pytest_plugin import _count_late_starters
+    from harness.verdict.outcomes import NotExercised
+
+    def inner(target, why):
+        if why == "unexercised":
+            raise NotExercised("the blackhole struck before the first packet")
+        if why == "failed":
+            raise AssertionError("a deviation")
+        return "judged"
+
+    test = SimpleNamespace(hypothesis=SimpleNamespace(inner_test=inner))
+    _count_late_starters(test)
+    _count_late_starters(test)  # once per function, whatever the number of its cases
+    wrapped = test.hypothesis.inner_test
+    assert wrapped.__wrapped__ is inner
+    firefox, aioquic = (SimpleNamespace(stack=endpoints.load(n)) for n in ("firefox", "aioquic"))
+    assert firefox.stack.late_start_s > 0 and aioquic.stack.late_start_s == 0
+    assert wrapped(target=firefox, why="unexercised") is None
+    with pytest.raises(NotExercised):
+        wrapped(target=aioquic, why="unexercised")
+    with pytest.raises(AssertionError):
+        wrapped(target=firefox, why="failed")
+    assert wrapped(target=firefox, why="ok") == "judged"

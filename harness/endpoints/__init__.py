@@ -65,6 +65,10 @@ class Stack:
     alpn: tuple[str, ...] = DEFAULT_ALPN
     #: The stack at the other end when none is named and this one cannot take both roles.
     peer: str | None = None
+    #: Seconds from the client's start to its first packet, where that is long (a
+    #: browser's start-up): examples whose trigger never happened then count toward
+    #: Hypothesis' max_examples (harness/pytest_plugin.py, _count_late_starters).
+    late_start_s: float = 0.0
 
     @property
     def label(self) -> str:
@@ -183,6 +187,7 @@ def load(name: str) -> Stack:
             roles=tuple(caps.get("roles", ("client", "server"))),
             alpn=tuple(caps.get("alpn", DEFAULT_ALPN)),
             peer=caps.get("peer"),
+            late_start_s=float(caps.get("late_start_s", 0.0)),
         )
     except (KeyError, TypeError, json.JSONDecodeError) as e:
         raise StackError(f"{caps_path}: malformed capabilities ({e!r}); see docs/endpoints.md") from None
