@@ -274,3 +274,27 @@ def test_firefox_s_epoch_reference_parameters_and_states(tmp_path):
     assert sorted((a.space, a.pn) for a in t.of(ev.PacketAcked)) == [
         ("application", 1), ("application", 2), ("application", 3), ("initial", 16)]
     assert not t.of(ev.PtoExpired)
+
+
+def test_firefox_s_losses_go_before_the_cut_they_caused(tmp_path):
+    """neqo logs an ACK's effects (the cut, the state) before the losses it declared,
+    at the same instant: the losses are read back where their cause is."""
+    trace = {"vantage_point": {"type": "client"},
+             "common_fields": {"reference_time": LINK_US / 1000, "time_format": "relative"}}
+    p = seq(tmp_path, [
+        *(sent(10.0 + k, k) for k in range(6)),
+        {"time": 60.0, "name": "transport:packet_received",
+         "data": {"header": {"packet_type": "1RTT", "packet_number": 9},
+                  "frames": [{"frame_type": "ack", "acked_ranges": [[0, 0], [4, 5]]}]}},
+        {"time": 60.0, "name": "recovery:metrics_updated", "data": {"congestion_window": 8764, "ssthresh": 8764}},
+        {"time": 60.0, "name": "recovery:congestion_state_updated", "data": {"old": "slow_start", "new": "recovery"}},
+        {"time": 60.0, "name": "recovery:packet_lost",
+         "data": {"header": {"packet_type": "1RTT", "packet_number": 1}, "trigger": "reordering_threshold"}},
+        {"time": 60.0, "name": "recovery:packet_lost",
+         "data": {"header": {"packet_type": "1RTT", "packet_number": 2}, "trigger": "reordering_threshold"}},
+        sent(61.0, 6),
+    ], trace=trace)
+    t = qlog.read_trace(p, "firefox", "client", LINK_START_NS)
+    at = [type(e).__name__ + (f"({e.pn})" if hasattr(e, "pn") else "") for e in t.events if e.t_us == 60_000.0]
+    assert at == ["PacketAcked(0)", "PacketAcked(4)", "PacketAcked(5)", "PacketLost(1)", "PacketLost(2)",
+                  "Metrics", "CongestionState"], at

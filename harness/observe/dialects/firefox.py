@@ -14,12 +14,19 @@ loss_reduction_factor 0.5 for NewReno) before the first packet; its
 `initial_congestion_window` is read as the first logged window, since neqo's
 metrics_updated logs the window only once it changes. No loss-timer events and no
 pto_count: PTO expiries come from the wire.
+
+Order within one instant: neqo logs a received packet, then what its ACK caused (the
+RTT, the window cut and the state change into recovery), then `packets_acked`, then
+the `packet_lost` events that caused the cut. The losses are put back where their
+cause is, just after the packet whose ACK declared them (and after the
+acknowledgements derived from it), so that a cut follows its losses.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from harness.observe import events as ev
 from harness.observe.dialects._base import CAPABILITIES, Dialect, _Walk
 
 
@@ -33,6 +40,25 @@ class FirefoxDialect(Dialect):
     def __init__(self) -> None:
         super().__init__()
         self.handlers["recovery:parameters_set"] = self.on_parameters
+
+    def on_received(self, w: _Walk, t: float, d: dict[str, Any]) -> None:
+        """As the draft's, remembering where the packet's effects begin."""
+        super().on_received(w, t, d)
+        w.neqo_received = (t, len(w.events))
+
+    def on_lost(self, w: _Walk, t: float, d: dict[str, Any]) -> None:
+        """A loss declared by the packet received at the same instant goes before the
+        effects neqo logged ahead of it."""
+        space, pn = self.packet(d)
+        if space is None:
+            return
+        lost = ev.PacketLost(t, pn, space, self.trigger(w, d.get("trigger")))
+        received = getattr(w, "neqo_received", None)
+        if received is None or received[0] != t:
+            w.events.append(lost)
+            return
+        w.events.insert(received[1], lost)
+        w.neqo_received = (t, received[1] + 1)
 
     def on_parameters(self, w: _Walk, t: float, d: dict[str, Any]) -> None:
         """The window neqo starts with, as its first metrics."""
