@@ -157,8 +157,9 @@ def _needs(browser: str):
 
 
 def _no_browser_left(out: Path):
-    """No browser of this run is left: a path under `out` (the NetLog's or the profile's
-    qlog directory in its environment) is on its command line or the endpoint's."""
+    """No browser of this run is left: the browser's profile lies under `out` (beside
+    the run's logs), so every browser process of the run names `out` on its command
+    line (and the endpoint's does not, so a match is a browser)."""
     left = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True, check=False).stdout
     assert not left.strip(), f"processes of the run outlived it: {left}"
 

@@ -197,6 +197,16 @@ def load_origin(page: Page, navigate: Callable[[], None]) -> None:
         time.sleep(RETRY_S)
 
 
+def profile_dir(s: Settings, prefix: str) -> str:
+    """A fresh browser profile beside the run's logs (QLOGDIR's parent) where there are
+    any, so the browser's command line names the run (a test looks for leftovers by
+    it); the caller removes it."""
+    import tempfile
+
+    parent = str(Path(s.qlogdir).parent) if s.qlogdir else None
+    return tempfile.mkdtemp(prefix=prefix, dir=parent)
+
+
 def run_requests(page: Page, s: Settings, applog: AppLog) -> None:
     """Every request of REQUESTS as the test case says, in the loaded origin page."""
     before = now_us()

@@ -25,7 +25,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "browser"))
@@ -79,7 +78,7 @@ def run(s: page.Settings, applog: page.AppLog) -> None:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
-    profile = tempfile.mkdtemp(prefix="ll-chromium-")
+    profile = page.profile_dir(s, "ll-chromium-")
     driver = None
     try:
         options = webdriver.ChromeOptions()

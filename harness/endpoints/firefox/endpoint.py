@@ -33,7 +33,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -143,7 +142,7 @@ def wait_for_bidi(log: Path, proc: subprocess.Popen, timeout_s: float = 30.0) ->
 
 
 def run(s: page.Settings, applog: page.AppLog) -> None:
-    profile = Path(tempfile.mkdtemp(prefix="ll-firefox-"))
+    profile = Path(page.profile_dir(s, "ll-firefox-"))
     tmp = profile / "tmp"
     tmp.mkdir()
     log = profile / "firefox.log"
