@@ -74,3 +74,14 @@ def test_the_meta_test_sees_a_skip_inside_a_run(tmp_path):
         test_properties_skip_only_before_the_run(bad)
     with pytest.raises(AssertionError, match="must start with one of"):
         test_every_skip_gives_an_allowed_reason(bad)
+
+
+@pytest.mark.parametrize("path", PROPERTIES, ids=lambda p: p.name)
+def test_no_property_rejects_an_example_without_a_reason(path):
+    """hypothesis.assume rejects an example and says nothing: the ledger cannot say why
+    a case ended not exercised, and a late-starting client's examples (a browser's)
+    would be hunted past without end. A property says outcomes.not_exercised(reason)."""
+    tree = ast.parse(path.read_text())
+    used = [n.lineno for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None)) == "assume"]
+    assert not used, f"{path.name}: assume() at line(s) {used}; use outcomes.not_exercised(reason)"
