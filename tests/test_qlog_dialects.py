@@ -298,3 +298,19 @@ def test_firefox_s_losses_go_before_the_cut_they_caused(tmp_path):
     at = [type(e).__name__ + (f"({e.pn})" if hasattr(e, "pn") else "") for e in t.events if e.t_us == 60_000.0]
     assert at == ["PacketAcked(0)", "PacketAcked(4)", "PacketAcked(5)", "PacketLost(1)", "PacketLost(2)",
                   "Metrics", "CongestionState"], at
+
+
+def test_firefox_s_timer_losses_go_before_the_cut_too(tmp_path):
+    """The same after neqo's loss timer expires: its cut, then its losses, in the file."""
+    trace = {"vantage_point": {"type": "client"},
+             "common_fields": {"reference_time": LINK_US / 1000, "time_format": "relative"}}
+    p = seq(tmp_path, [
+        sent(10.0, 0), sent(11.0, 1),
+        {"time": 90.0, "name": "recovery:loss_timer_updated", "data": {"timer_type": "ack", "event_type": "expired"}},
+        {"time": 90.0, "name": "recovery:metrics_updated", "data": {"congestion_window": 8764, "ssthresh": 8764}},
+        {"time": 90.0, "name": "recovery:packet_lost",
+         "data": {"header": {"packet_type": "1RTT", "packet_number": 0}, "trigger": "time_threshold"}},
+    ], trace=trace)
+    t = qlog.read_trace(p, "firefox", "client", LINK_START_NS)
+    at = [type(e).__name__ for e in t.events if e.t_us == 90_000.0]
+    assert at == ["PacketLost", "Metrics"], at

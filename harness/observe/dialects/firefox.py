@@ -15,11 +15,12 @@ loss_reduction_factor 0.5 for NewReno) before the first packet; its
 metrics_updated logs the window only once it changes. No loss-timer events and no
 pto_count: PTO expiries come from the wire.
 
-Order within one instant: neqo logs a received packet, then what its ACK caused (the
-RTT, the window cut and the state change into recovery), then `packets_acked`, then
-the `packet_lost` events that caused the cut. The losses are put back where their
-cause is, just after the packet whose ACK declared them (and after the
-acknowledgements derived from it), so that a cut follows its losses.
+Order within one instant: neqo logs a received packet (or an expired loss timer),
+then what it caused (the RTT, the window cut and the state change into recovery),
+then `packets_acked`, then the `packet_lost` events behind the cut. The losses are
+put back where their cause is, just after the packet whose ACK declared them (and
+after the acknowledgements derived from it) or the timer, so that a cut follows its
+losses.
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ class FirefoxDialect(Dialect):
         """As the draft's, remembering where the packet's effects begin."""
         super().on_received(w, t, d)
         w.neqo_received = (t, len(w.events))
+
+    def on_timer(self, w: _Walk, t: float, d: dict[str, Any]) -> None:
+        """As the draft's; an expired loss timer's effects begin after it, as a
+        received packet's do."""
+        super().on_timer(w, t, d)
+        if d.get("event_type") == "expired":
+            w.neqo_received = (t, len(w.events))
 
     def on_lost(self, w: _Walk, t: float, d: dict[str, Any]) -> None:
         """A loss declared by the packet received at the same instant goes before the
