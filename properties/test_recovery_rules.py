@@ -191,6 +191,7 @@ def test_loss_declared_by_time_threshold(longlook, target, schedule):
     a dropped packet whose deadline came before kPacketThreshold later packets were
     acknowledged, with at least one later packet acknowledged before it."""
     outcomes.require(target, "packet_lost")
+    outcomes.require(target, "smoothed_rtt")  # the deadline is the sender's own RTT's
     with longlook.run(target, schedule, TAILS_PLAN) as obs:
         obs.completed()
         trace = obs.sender
@@ -297,6 +298,7 @@ def test_no_loss_is_ignored(longlook, target, schedule):
     Trigger: a dropped packet whose loss the sender had the evidence and the time to
     declare."""
     outcomes.require(target, "packet_lost")
+    outcomes.require(target, "smoothed_rtt")  # when the threshold ran out is the sender's own RTT's
     with longlook.run(target, schedule, TAILS_PLAN) as obs:
         obs.completed()
         trace, view = obs.sender, obs.wire

@@ -81,6 +81,8 @@ def test_reordering_below_threshold_causes_no_recovery(longlook, target, schedul
     loss declaration that neither threshold allowed by the sender's own account, and,
     for a loss-based controller, no window reduction (a BBR sender lowers its window
     by its model, e.g. in ProbeRTT, without any loss)."""
+    # Whether a loss was allowed is judged by the sender's own RTT (the time threshold).
+    outcomes.require(target, "smoothed_rtt")
     with longlook.run(target, schedule, PLAN) as obs:
         obs.completed()
         drops = [r for r in obs.ground_truth.records if r.dir == "s2c" and r.fate == "dropped"]
