@@ -133,15 +133,21 @@ class AckSeen:
         return self.new_largest and self.eliciting and self.sample_us is not None
 
 
+def busiest_connection(view, direction: str = "s2c") -> int | None:
+    """The connection that sent the most datagrams in `direction` (the transfer's),
+    or None when the capture shows none."""
+    counts = Counter(d.conn for d in view.datagrams if d.direction == direction and d.conn is not None)
+    return counts.most_common(1)[0][0] if counts else None
+
+
 def acks_received(view, direction: str = "c2s") -> list[AckSeen]:
     """Every ACK frame reaching the data sender (ACKs travel in `direction`) of the
     connection that sent the most, in arrival order; a packet's duplicates are left
     out, as its receiver discards them."""
     sender = "s2c" if direction == "c2s" else "c2s"
-    counts = Counter(d.conn for d in view.datagrams if d.direction == sender and d.conn is not None)
-    if not counts:
+    conn = busiest_connection(view, sender)
+    if conn is None:
         return []
-    conn = counts.most_common(1)[0][0]
     exponent = view.connections[conn].ack_delay_exponent[direction]
     sent: dict[tuple[str, int], tuple[float, bool]] = {}
     acked: set[tuple[str, int]] = set()
@@ -174,9 +180,7 @@ def acks_received(view, direction: str = "c2s") -> list[AckSeen]:
 def max_ack_delay_us(view, direction: str = "c2s") -> int:
     """The max_ack_delay (µs) the ACKs' sender declared in its transport parameters,
     25 ms when it declared none (RFC 9000 §18.2), of the connection that sent the most."""
-    sender = "s2c" if direction == "c2s" else "c2s"
-    counts = Counter(d.conn for d in view.datagrams if d.direction == sender and d.conn is not None)
-    conn = counts.most_common(1)[0][0] if counts else 0
+    conn = busiest_connection(view, "s2c" if direction == "c2s" else "c2s") or 0
     return view.connections[conn].max_ack_delay_us[direction] if view.connections else 25_000
 
 
@@ -199,10 +203,10 @@ def bytes_newly_acknowledged(view, t_from_us: float, t_to_us: float, slack_us: f
     of the connection that sent the most."""
     from harness.observe.join import wire_trace
 
-    counts = Counter(d.conn for d in view.datagrams if d.direction == "s2c" and d.conn is not None)
-    if not counts:
+    conn = busiest_connection(view)
+    if conn is None:
         return 0
-    trace = wire_trace(view, counts.most_common(1)[0][0])
+    trace = wire_trace(view, conn)
     sizes = {(p.space, p.pn): p.size or 0 for p in trace.of(PacketSent)}
     return sum(sizes.get((a.space, a.pn), 0) for a in trace.of(PacketAcked)
                if a.space == "application" and t_from_us - slack_us < a.t_us <= t_to_us + slack_us)
@@ -226,10 +230,10 @@ def initial_window_floor(view) -> tuple[int, float, int, int] | None:
     capture of the sender's sends."""
     from harness.observe.join import wire_trace
 
-    counts = Counter(d.conn for d in view.datagrams if d.direction == "s2c" and d.conn is not None)
-    if not counts:
+    conn = busiest_connection(view)
+    if conn is None:
         return None
-    trace = wire_trace(view, counts.most_common(1)[0][0])
+    trace = wire_trace(view, conn)
     sizes = {(p.space, p.pn): p.size or 0 for p in trace.of(PacketSent) if p.ack_eliciting}
     allowance, best = 0, None
     for e in trace.events:

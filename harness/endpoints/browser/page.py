@@ -53,7 +53,6 @@ def now_us() -> int:
 class Settings:
     """The contract's environment for a browser client (docs/endpoints.md)."""
 
-    stack: str
     cc: str
     testcase: str
     upload: bool
@@ -102,7 +101,7 @@ def settings(env: dict[str, str], stack: str, controllers: dict[str, object], in
         raise Unsupported(f"{cert} is missing: a browser trusts the run's certificate only "
                           "(LL_CERTS names its directory)")
     timeout = env.get("LL_TIMEOUT_S")
-    return Settings(stack=stack, cc="newreno" if cc == "reno" else cc, testcase=testcase,
+    return Settings(cc="newreno" if cc == "reno" else cc, testcase=testcase,
                     upload=direction == "upload", urls=urls,
                     think_s=float(env.get("LL_THINK_MS", "1000")) / 1000,
                     timeout_s=float(timeout) if timeout else None, qlogdir=env.get("QLOGDIR"),

@@ -59,7 +59,7 @@ def prepare(env: dict[str, str]) -> tuple[page.Settings, str, str]:
             raise page.Unsupported(f"{tool} is not installed (make setup installs Debian's chromium and chromium-driver)")
     out = subprocess.run(["chromium", "--version"], capture_output=True, text=True, check=False).stdout
     version = next((w for w in out.split() if w[:1].isdigit()), "unknown")
-    return s, version, CONTROLLERS[env.get("LL_CC") or "cubic"] or "CUBIC"
+    return s, version, CONTROLLERS[s.cc] or "CUBIC"
 
 
 class SeleniumPage:
