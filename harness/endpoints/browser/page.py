@@ -278,9 +278,14 @@ def main(stack: str, prepare: Callable[[dict[str, str]], tuple[Settings, str, st
     applog = AppLog(s.applog)
     applog.version(stack, version, s.cc, native_cc)
 
+    stopped: list[str] = []
+
     def give_up(signum, _frame):
-        raise TimeoutError(f"gave up after LL_TIMEOUT_S={s.timeout_s}" if signum == signal.SIGALRM
-                           else f"stopped by signal {signum}")
+        # The exception may be caught and re-wrapped by the driver's HTTP client (a
+        # ReadTimeoutError), so the reason is also kept here for the one line below.
+        stopped.append(f"gave up after LL_TIMEOUT_S={s.timeout_s}" if signum == signal.SIGALRM
+                       else f"stopped by signal {signum}")
+        raise TimeoutError(stopped[-1])
 
     for sig in (signal.SIGTERM, signal.SIGALRM):
         signal.signal(sig, give_up)
@@ -290,6 +295,7 @@ def main(stack: str, prepare: Callable[[dict[str, str]], tuple[Settings, str, st
         run(s, applog)
     except Exception as err:  # noqa: BLE001 — one line naming the failure, never a traceback
         first = str(err).splitlines()[0] if str(err) else ""
-        print(f"{stack} client: {type(err).__name__}: {first}", file=sys.stderr)
+        why = stopped[0] if stopped else f"{type(err).__name__}: {first}"
+        print(f"{stack} client: {why}", file=sys.stderr)
         return 1
     return 0
