@@ -3,7 +3,7 @@ go, Hypothesis profiles, and a report section with the replay line of a failure.
 
 Options (group "longlook"; each also settable by environment variable):
   --impl NAME[,NAME…]   stacks to test (LONGLOOK_IMPL; default: every built stack)
-  --cc ALG              one CC for every stack, or module:Factory (LONGLOOK_CC)
+  --cc ALG[,ALG]        the CCs for every stack, or module:Factory (LONGLOOK_CC)
   --artifacts DIR       where examples are kept (LONGLOOK_ARTIFACTS; default artifacts/)
   --keep-passing        keep every example's directory: the passing ones too, and the
                         failing ones that shrinking replaced
@@ -43,7 +43,8 @@ from harness.verdict import profiles
 from harness.verdict.profiles import CI_SHRINK_SECONDS
 
 IMPL_HELP = "stacks to test, comma-separated (default: every stack that is built)"
-CC_HELP = "congestion control for every stack: a name (newreno, cubic, bbr) or module:Factory"
+CC_HELP = ("congestion control for every stack: a name (newreno, cubic, bbr) or module:Factory, or several "
+           "separated by commas (newreno,bbr); default: each stack's loss-based controllers")
 ARTIFACTS_HELP = "directory for the examples' artifacts (default: artifacts/)"
 REPLAY_ENV = "LONGLOOK_REPLAY"
 BACKEND_HELP = "where endpoints run: local (namespaces) or docker (one container per role; docs/docker.md)"
@@ -145,6 +146,10 @@ def pytest_configure(config: pytest.Config) -> None:
             parse(config.getoption("--shard"))
         except ShardError as e:
             raise pytest.UsageError(str(e)) from None
+    if config.getoption("--impl") or config.getoption("--cc"):
+        # A stack or controller the run cannot have is the user's input: refuse it now,
+        # in one line, rather than as a collection error of the first property module.
+        config._longlook_targets = _targets(config)
     config.addinivalue_line("markers", "real_time_only(reason): needs the kernel or real CPU time; skipped in --mode virtual")
     config.addinivalue_line("markers", "slow: long runs or repetitions; fixed @example cases only under the ci profile")
 
@@ -233,12 +238,12 @@ def _targets(config: pytest.Config):
             if not names:
                 continue  # every built stack: one that cannot send this way is not a target
             raise pytest.UsageError(f"--impl {name}: {e}") from None
-        if cc:
+        for one in (c.strip() for c in cc.split(",")) if cc else ():
             try:
-                targets.append(Target(stack, stack.resolve_cc(cc), peer, direction))
+                targets.append(Target(stack, stack.resolve_cc(one), peer, direction))
             except StackError:
                 continue  # this stack lacks the CC; others may have it
-        else:
+        if not cc:
             targets += [Target(stack, c, peer, direction) for c in stack.cc.values() if c.family in ("newreno", "cubic")]
     if not targets:
         raise pytest.UsageError(f"no stack among {stacks} offers --cc {cc!r}; see `longlook impls`")
@@ -247,7 +252,9 @@ def _targets(config: pytest.Config):
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "target" in metafunc.fixturenames:
-        targets = _targets(metafunc.config)
+        targets = getattr(metafunc.config, "_longlook_targets", None)
+        if targets is None:
+            targets = metafunc.config._longlook_targets = _targets(metafunc.config)
         metafunc.parametrize("target", targets, ids=[t.id for t in targets])
 
 

@@ -5,6 +5,13 @@ them creates a packet burst that might cause short-term congestion and losses.
 Senders MUST either use pacing or limit such bursts. Senders SHOULD limit bursts to
 the initial congestion window".
 
+Both are judged. The SHOULD by a bound (below). The MUST names no bound, so it is
+judged only where it can tell: a run of back-to-back datagrams that carries the whole
+window the sender logged when it began (less one datagram), once that window is at
+least twice the SHOULD's bound, is a sender with no limit at all. A sender limiting
+its bursts to anything less than its window passes the MUST whatever its limit; one
+with a window too small to tell is not judged on it.
+
 A burst is a run of the sender's datagrams with ack-eliciting packets, each leaving
 less than BACK_TO_BACK_US after the one before (in virtual time: at the same instant)
 and sooner than a quarter of the gap a pacer at twice the sender's own rate
@@ -32,7 +39,7 @@ from harness.observe.events import Metrics
 from harness.schedule import TransferPlan, strategies
 from harness.schedule.strategies import BaseLink
 from harness.verdict import analysis, outcomes
-from harness.verdict.deviation import check
+from harness.verdict.deviation import deviation, raise_all
 
 #: Long enough that an ACK gap drawn by ack_gaps() (at most 600 ms in) falls inside
 #: the transfer at every base link's rate.
@@ -46,10 +53,11 @@ BACK_TO_BACK_US = 100
 PACER_FACTOR = 2.0
 
 
-def _rate_series(trace) -> tuple[list[float], list[float]]:
-    """(times, bytes per µs) at each logged window or smoothed RTT: the sender's
-    congestion window over its smoothed RTT, from its latest report of each."""
-    times, rates = [], []
+def _rate_series(trace) -> tuple[list[float], list[float], list[int]]:
+    """(times, bytes per µs, windows) at each logged window or smoothed RTT: the
+    sender's congestion window over its smoothed RTT, and the window itself, from its
+    latest report of each."""
+    times, rates, windows = [], [], []
     cwnd = srtt = None
     for m in trace.of(Metrics):
         cwnd = m.congestion_window or cwnd
@@ -57,7 +65,21 @@ def _rate_series(trace) -> tuple[list[float], list[float]]:
         if cwnd and srtt:
             times.append(m.t_us)
             rates.append(cwnd / srtt)
-    return times, rates
+            windows.append(cwnd)
+    return times, rates, windows
+
+
+def whole_window_bursts(found: list[tuple[float, int, int]], times: list[float], windows: list[int],
+                        bound: int, mds: int) -> list[tuple[float, int, int, int]]:
+    """(start µs, datagrams, bytes, window) of each burst that carried the whole window
+    logged last before it began, less one datagram, where that window was at least
+    twice `bound` (the SHOULD's): a sender with no burst limit at all (§7.7's MUST)."""
+    out = []
+    for start, n, size in found:
+        window = windows[max(bisect.bisect_right(times, start) - 1, 0)] if windows else 0
+        if window >= 2 * bound and size >= window - mds:
+            out.append((start, n, size, window))
+    return out
 
 
 def bursts(sends: list[tuple[float, int]], times: list[float], rates: list[float]) -> list[tuple[float, int, int]]:
@@ -104,14 +126,16 @@ def _openings(view, limit: int, mds: int) -> list[tuple[float, int]]:
 @given(schedule=strategies.ack_gaps())
 def test_bursts_stay_within_the_initial_window(longlook, target, schedule):
     """RFC 9002 §7.7: no run of back-to-back datagrams with ack-eliciting packets
-    carries more than the initial window plus one datagram. Trigger: an
-    acknowledgement newly acknowledged more than that, and data was sent after it."""
+    carries more than the initial window plus one datagram (SHOULD), nor the whole of
+    a window at least twice that (MUST: pace or limit bursts). Trigger: an
+    acknowledgement newly acknowledged more than the first bound, and data was sent
+    after it. Both deviations of one run are reported together."""
     outcomes.require(target, "congestion_window")
     outcomes.require(target, "smoothed_rtt")
     with longlook.run(target, schedule, PLAN) as obs:
         obs.completed()
         trace, view = obs.sender, obs.wire
-        times, rates = _rate_series(trace)
+        times, rates, windows = _rate_series(trace)
         if not rates:
             outcomes.not_exercised("the sender logged no congestion window with a smoothed RTT in this run")
         sends = _sends(view)
@@ -122,13 +146,24 @@ def test_bursts_stay_within_the_initial_window(longlook, target, schedule):
         if not openings:
             outcomes.not_exercised(f"no acknowledgement opened more than {limit} B at once "
                                    f"({len(analysis.acks_received(view))} ACK frames)")
-        start, n, size = max(bursts(sends, times, rates), key=lambda b: b[2])
+        found = bursts(sends, times, rates)
+        deviations = []
+        unlimited = whole_window_bursts(found, times, windows, limit, mds)
+        if unlimited:
+            t, k, b, w = unlimited[0]
+            deviations.append(deviation("burst-of-whole-window", (
+                f"{target.id}: at t={t / 1e6:.4f} s the sender put {k} datagrams ({b} B) on the wire back to back: "
+                f"its whole congestion window ({w} B, less one datagram), neither paced nor limited (RFC 9002 §7.7 "
+                f"MUST); {len(unlimited)} such bursts in the run"), burst_datagrams=k, window=w))
+        start, n, size = max(found, key=lambda b: b[2])
         # The burst in milliseconds of the window's own rate: what a pacer with a burst
         # allowance of that many milliseconds lets go at once.
         window_ms = size / rates[max(bisect.bisect_right(times, start) - 1, 0)] / 1e3
-        check(size <= limit, "burst-beyond-initial-window", lambda: (
-            f"{target.id}: at t={start / 1e6:.4f} s the sender put {n} datagrams ({size} B) on the wire back to "
-            f"back, beyond the initial window plus one datagram ({limit} B): {window_ms:.2f} ms of its window's "
-            f"rate (cwnd / smoothed RTT) at once; {len(openings)} ACKs each opened more than the limit at once, "
-            f"the largest {max(k for _, k in openings)} datagrams"
-        ), excess_datagrams=(size - limit) / mds, burst_datagrams=n, window_ms=window_ms)
+        if size > limit:
+            deviations.append(deviation("burst-beyond-initial-window", (
+                f"{target.id}: at t={start / 1e6:.4f} s the sender put {n} datagrams ({size} B) on the wire back to "
+                f"back, beyond the initial window plus one datagram ({limit} B): {window_ms:.2f} ms of its window's "
+                f"rate (cwnd / smoothed RTT) at once; {len(openings)} ACKs each opened more than the limit at once, "
+                f"the largest {max(k for _, k in openings)} datagrams"
+            ), excess_datagrams=(size - limit) / mds, burst_datagrams=n, window_ms=window_ms))
+        raise_all(deviations)
