@@ -119,7 +119,8 @@ def test_recovery_ends_at_the_reduced_window(longlook, target, schedule):
 def test_no_collapse_before_persistent_congestion(longlook, target, schedule):
     """RFC 9002 §7.6.2: the window collapses to kMinimumWindow (a cut from at least 8
     datagrams to at most 3, below what β explains) only after the link dropped every datagram of the
-    transfer sent over more than the persistent congestion duration,
+    transfer sent over more than the persistent congestion duration, measured between
+    two ack-eliciting ones ("These two packets MUST be ack-eliciting"),
     3 × (smoothed_rtt + max(4·rttvar, kGranularity)) by the sender's last logged
     estimates (max_ack_delay left out, in the sender's favour). Read off the ground
     truth. Trigger: the link dropped a datagram of the transfer."""
@@ -140,22 +141,19 @@ def test_no_collapse_before_persistent_congestion(longlook, target, schedule):
         estimates = [(m.t_us, m.smoothed_rtt_us, m.rtt_variance_us) for m in trace.of(Metrics)
                      if m.smoothed_rtt_us is not None]
         base = 2 * (schedule.phases[0].s2c.delay_us or 0)
+        # Which dropped datagrams held an ack-eliciting packet (decrypted capture): only
+        # those may bound the period.
+        eliciting = {d.link_idx: any(p.ack_eliciting for p in d.packets) for d in obs.wire.datagrams
+                     if d.entered and d.direction == "s2c" and d.link_idx is not None} if collapses else {}
         prev = float("-inf")
         for c in collapses:
             srtt, var = next(((s, v) for t, s, v in reversed(estimates) if t < c.t_us), (base, 0.0))
             duration = 3 * (srtt + max(4 * (var or 0.0), K_GRANULARITY_US))
-            longest, run_from = 0.0, None
-            for r in records:
-                if r.arr_us > c.t_us:
-                    break
-                if r.arr_us <= prev or r.fate != "dropped":
-                    run_from = None
-                    continue
-                run_from = r.arr_us if run_from is None else run_from
-                longest = max(longest, r.arr_us - run_from)
+            longest = analysis.longest_dropped_span(records, eliciting, prev, c.t_us)
             check(longest >= duration - K_GRANULARITY_US, "early-collapse", lambda: (
                 f"{target.id}: {c.describe()}, a collapse to kMinimumWindow ({2 * mss} B), but the longest run of "
-                f"the transfer's datagrams the link dropped before it spans {longest / 1e3:.1f} ms, less than the "
+                f"the transfer's datagrams the link dropped before it spans {longest / 1e3:.1f} ms between two "
+                f"ack-eliciting ones, less than the "
                 f"persistent congestion duration {duration / 1e3:.1f} ms (smoothed RTT {srtt / 1e3:.1f} ms, "
                 f"rttvar {(var or 0) / 1e3:.1f} ms)"
             ), loss_span_over_duration=longest / duration)

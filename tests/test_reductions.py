@@ -264,3 +264,30 @@ def test_a_delivered_datagram_breaks_the_persistent_congestion_run():
     lost = [(500_000.0, pn) for pn in range(20, 32) if pn != 26]
     c = only(R.reductions_with_cause(trace(sends, [(0, 60_000), (500_000, 2 * MSS)], lost), truth(records)))
     assert (c.cause, c.reasons) == ("drop", ("blackhole",))
+
+
+def _rec(idx: int, arr_ms: float, fate: str):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(idx=idx, arr_us=arr_ms * 1000, fate=fate)
+
+
+def test_the_persistent_congestion_span_runs_between_ack_eliciting_datagrams_only():
+    from harness.verdict.analysis import longest_dropped_span
+
+    # A run of drops from 10 to 90 ms whose ends are ACK-only datagrams (not in flight):
+    # only the ack-eliciting ones between them, 30 to 70 ms, may bound the period.
+    records = [_rec(0, 0, "delivered"), _rec(1, 10, "dropped"), _rec(2, 30, "dropped"), _rec(3, 50, "dropped"),
+               _rec(4, 70, "dropped"), _rec(5, 90, "dropped"), _rec(6, 100, "delivered")]
+    ack_only = {1: False, 5: False, 2: True, 3: True, 4: True}
+    assert longest_dropped_span(records, ack_only, float("-inf"), 200_000) == 40_000
+    # Without the capture's word every datagram counts (in the sender's favour).
+    assert longest_dropped_span(records, {}, float("-inf"), 200_000) == 80_000
+    # A delivered datagram ends a run; an ACK-only drop in the middle does not.
+    records[3] = _rec(3, 50, "delivered")
+    assert longest_dropped_span(records, ack_only, float("-inf"), 200_000) == 0
+    records[3] = _rec(3, 50, "dropped")
+    assert longest_dropped_span(records, {**ack_only, 3: False}, float("-inf"), 200_000) == 40_000
+    # Only drops after the last collapse and up to this one.
+    assert longest_dropped_span(records, ack_only, 30_000, 200_000) == 20_000
+    assert longest_dropped_span(records, ack_only, float("-inf"), 50_000) == 20_000

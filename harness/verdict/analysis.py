@@ -282,6 +282,28 @@ def transfer_records(records, flow: Flow, direction: str = "s2c"):
     return [r for r in records if r.dir == direction and r.proto == flow.proto and getattr(r, side) == flow.port]
 
 
+def longest_dropped_span(records, eliciting: dict[int, bool], after_us: float, before_us: float) -> float:
+    """The longest time, µs, between two ack-eliciting datagrams of one run of the
+    transfer's datagrams the link dropped, both entering it within (after_us,
+    before_us]: what may declare persistent congestion (RFC 9002 §7.6.2: "These two
+    packets MUST be ack-eliciting"). A delivered datagram ends a run; a dropped one
+    without an ack-eliciting packet (eliciting[idx] False: an ACK-only datagram is not
+    in flight) neither begins nor ends it, nor breaks it. A datagram the capture did
+    not see counts as ack-eliciting, in the sender's favour. `records` by arr_us."""
+    longest, run_from = 0.0, None
+    for r in records:
+        if r.arr_us > before_us:
+            break
+        if r.arr_us <= after_us or r.fate != "dropped":
+            run_from = None
+            continue
+        if not eliciting.get(r.idx, True):
+            continue
+        run_from = r.arr_us if run_from is None else run_from
+        longest = max(longest, r.arr_us - run_from)
+    return longest
+
+
 def transfer_share(records, flow: Flow, direction: str = "s2c", skip_us: float = 1_000_000) -> tuple[float, float, float]:
     """(the transfer's share of the bytes leaving the bottleneck, window start, window
     end) while the transfer was active, after its first `skip_us` (slow start)."""
