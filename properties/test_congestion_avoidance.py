@@ -17,7 +17,9 @@ from __future__ import annotations
 import bisect
 
 from hypothesis import example, given
+from hypothesis import strategies as st
 
+from harness import rfc
 from harness.schedule import Action, TransferPlan, strategies
 from harness.schedule.strategies import BaseLink, QUIC
 from harness.verdict import analysis, outcomes
@@ -76,3 +78,91 @@ def test_congestion_avoidance_growth_is_bounded(longlook, target, schedule):
                         f"t={t0 / 1e6:.3f} s and {t1 / 1e6:.3f} s, within one smoothed RTT ({srtt / 1e3:.1f} ms); "
                         f"{family} allows at most {allowed:.0f} bytes"
                     ), growth_over_allowed=(c1 - c0) / allowed)
+
+
+#: RFC 9438 §4.2: two objects with a pause between them. The first is long enough for
+#: an early loss and a little congestion avoidance; the pause is longer than CUBIC's K
+#: at these windows (3-5 s), so a curve whose clock ran through it stands at W_max.
+IDLE_PLAN = TransferPlan(sizes=(400_000, 1_500_000), testcase="appidle", think_ms=4_000)
+#: A pause: the longest gap between the sender's ack-eliciting sends, at least this, µs.
+IDLE_MIN_US = 1_000_000
+#: Round trips after the pause in which the window is judged.
+RESUME_RTTS = 4
+
+
+def _one_early_drop(link: BaseLink, index: int):
+    return link.schedule(seed=0, actions=[Action("s2c", index, "drop", flow=QUIC)])
+
+
+@example(schedule=ONE_EARLY_LOSS)
+@given(schedule=st.builds(_one_early_drop, strategies.base_links, st.integers(min_value=40, max_value=120)))
+def test_cubic_clock_stops_while_application_limited(longlook, target, schedule):
+    """RFC 9438 §4.2: "The elapsed time t ... MUST NOT include periods during which
+    cwnd has not been updated due to application-limited behavior". After a pause
+    with nothing to send, CUBIC's window resumes where its curve was when the pause
+    began: within RESUME_RTTS round trips of the first send after it, the window
+    stays within the larger of W_cubic and the Reno-friendly W_est at the active time
+    of congestion avoidance (the reduction to the pause, plus those round trips and
+    two more), and the window the pause began with, plus two datagrams. W_max is the
+    window the reduction began from (fast convergence only lowers it). Trigger: a
+    reduction before the pause, no other until the judged round trips end, and a
+    curve whose clock ran through the pause would stand more than two datagrams above
+    that bound (else no deviation could show)."""
+    if target.cc.family != "cubic":
+        outcomes.not_applicable(f"a rule of CUBIC; {target.cc.name} is {target.cc.family}")
+    outcomes.require(target, "congestion_window")
+    outcomes.require(target, "smoothed_rtt")
+    with outcomes.rare_trigger(), longlook.run(target, schedule, IDLE_PLAN) as obs:
+        obs.completed()
+        trace, view = obs.sender, obs.wire
+        mss = analysis.max_datagram(trace)
+        sends = analysis.ack_eliciting_sends(view)
+        gaps = [(b - a, a, b) for a, b in zip(sends, sends[1:])]
+        length, idle_from, resumed = max(gaps, default=(0.0, 0.0, 0.0))
+        if length < IDLE_MIN_US:
+            outcomes.not_exercised(f"no pause in the sender's sends (longest gap {length / 1e3:.0f} ms)")
+        cuts = analysis.reductions(trace)
+        before = [c for c in cuts if c.t_us < idle_from]
+        if not before:
+            outcomes.not_exercised("no window reduction before the pause: the sender was not in congestion avoidance")
+        cut = before[-1]
+        rtts = analysis.smoothed_rtt_us(trace)
+        srtt = next((s for t, s in reversed(rtts) if t <= idle_from), rtts[0][1] if rtts else 0.0)
+        if srtt <= 0:
+            outcomes.not_exercised("the sender logged no smoothed RTT before the pause")
+        series = [(t, c) for t, c, _, _ in analysis.cwnd_series(trace)]
+        # A sender that restarts its window after idle (RFC 9002 §7.8 lets it; aioquic
+        # resets its whole controller, ssthresh included, though its qlog keeps the old
+        # ssthresh) is in slow start afterwards: no curve continues through the pause.
+        restart = next((c for c in cuts if idle_from <= c.t_us <= resumed + srtt), None)
+        if restart is not None:
+            outcomes.not_exercised(f"the window was cut when sending resumed ({restart.describe()}): a restart "
+                                   "after idle, or another epoch")
+        resume = resumed
+        end = resume + RESUME_RTTS * srtt
+        if any(resume < c.t_us <= end for c in cuts):
+            outcomes.not_exercised("the window was reduced in the round trips after the pause: another epoch")
+        at_resume = next((c for t, c in reversed(series) if t <= resume), cut.after)
+        beta = BETA["cubic"]
+        active_s = (idle_from - cut.t_us + (RESUME_RTTS + 2) * srtt) / 1e6
+        curve = rfc.cubic_window(active_s, cut.before, cut.after, mss)
+        reno = cut.after + rfc.reno_friendly_alpha(beta) * active_s * 1e6 / srtt * mss
+        bound = max(curve, reno, at_resume) + 2 * mss
+        # What a clock that ran through the pause would allow, clamped at 1.5 × cwnd.
+        through = min(rfc.cubic_window(active_s + length / 1e6, cut.before, cut.after, mss),
+                      1.5 * at_resume)
+        if through <= bound + 2 * mss:
+            outcomes.not_exercised(f"at these windows a clock through the pause would allow {through:.0f} B, "
+                                   f"within {2 * mss} B of the bound {bound:.0f} B: no deviation could show")
+        after = [(t, c) for t, c in series if resume <= t <= end]
+        if not after:
+            outcomes.not_exercised("the sender logged no window in the round trips after the pause")
+        t_max, c_max = max(after, key=lambda tc: tc[1])
+        check(c_max <= bound, "cubic-clock-ran-while-idle", lambda: (
+            f"{target.id}: the window reached {c_max} B at t={t_max / 1e6:.3f} s, "
+            f"{(t_max - resume) / 1e3:.0f} ms into congestion avoidance after a {length / 1e6:.2f} s pause with "
+            f"nothing to send (t={idle_from / 1e6:.3f}-{resumed / 1e6:.3f} s); from the reduction "
+            f"{cut.describe()} and {active_s:.2f} s of congestion avoidance W_cubic is {curve:.0f} B, W_est "
+            f"{reno:.0f} B and the window it resumed with {at_resume} B, so at most {bound:.0f} B; a clock that "
+            f"ran through the pause gives {through:.0f} B"
+        ), window=c_max, bound=bound, idle_s=length / 1e6, over_bound=c_max / bound)

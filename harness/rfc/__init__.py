@@ -30,3 +30,22 @@ def initial_window(max_datagram_size: int) -> int:
     """RFC 9002 §7.2's initial window (RECOMMENDED): ten times max_datagram_size,
     capped at max(14720, twice it)."""
     return min(10 * max_datagram_size, max(IW_CAP, 2 * max_datagram_size))
+
+
+#: CUBIC's C (RFC 9438 §5.1, RECOMMENDED 0.4), in datagrams per second cubed.
+CUBIC_C = 0.4
+
+
+def cubic_window(t_s: float, w_max: float, cwnd_epoch: float, mss: int) -> float:
+    """RFC 9438 §4.2's W_cubic(t), bytes: the cubic curve through `cwnd_epoch` at
+    t = 0 (the reduction) with its plateau at `w_max` (bytes), t seconds of
+    congestion avoidance later; K = cbrt((W_max - cwnd_epoch) / C) in datagrams."""
+    w_max_d, epoch_d = w_max / mss, cwnd_epoch / mss
+    k = max(w_max_d - epoch_d, 0.0) ** (1 / 3) / CUBIC_C ** (1 / 3)
+    return (CUBIC_C * (t_s - k) ** 3 + w_max_d) * mss
+
+
+def reno_friendly_alpha(beta: float) -> float:
+    """RFC 9438 §4.3's α_cubic = 3(1 - β) / (1 + β), datagrams per round trip (0.53
+    for β 0.7) until W_est reaches W_max, 1 after."""
+    return 3 * (1 - beta) / (1 + beta)
