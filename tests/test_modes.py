@@ -125,3 +125,12 @@ def test_the_reordering_property_runs_in_real_time_where_virtual_time_hides_its_
 
     marks = [m for m in getattr(prop, "pytestmark", []) if m.name == "real_time_only"]
     assert marks and "virtual instant" in marks[0].args[0]
+
+
+def test_an_example_keeps_its_padded_certificate():
+    from dataclasses import replace
+
+    schedule = Schedule.constant(0, LinkSettings(rate_bps=5_000_000, delay_us=10_000))
+    e = Example("n", "aioquic", "newreno", schedule, replace(PLAN, cert_padding=4_000), 30.0, "virtual")
+    assert Example.from_json(json.loads(json.dumps(e.to_json()))).plan.cert_padding == 4_000
+    assert "cert_padding" not in Example("n", "aioquic", "newreno", schedule, PLAN, 30.0).to_json()["plan"]

@@ -1,7 +1,7 @@
 """The properties of properties/test_sending.py, test_pacing.py, test_recovery_rules.py,
 test_bytes_in_flight.py (its probe rule), test_pto.py (the amplification limit),
-test_window.py (the cut when recovery begins) and test_slow_start.py (slow start at all)
-can fail: each one, run in virtual time on aioquic with a planted controller
+test_window.py (the cut when recovery begins), test_slow_start.py (slow start at all),
+test_handshake.py and test_congestion_avoidance.py (CUBIC's clock) can fail: each one, run in virtual time on aioquic with a planted controller
 (tests/mutants/), fails with its own deviation kind, while stock NewReno passes it.
 
 Slow: each case is a pytest run of one property (a few seconds of virtual time each,
@@ -46,6 +46,8 @@ CASES = [
      "tests.mutants.ignores_every_second_loss:IgnoresEverySecondLoss", "loss-ignored"),
     ("properties/test_pto.py::test_server_stays_within_the_amplification_limit",
      "tests.mutants.amplification_twice:AmplificationTwice", "amplification-limit-exceeded"),
+    ("properties/test_handshake.py::test_client_breaks_an_amplification_deadlock",
+     "tests.mutants.no_anti_deadlock_probe:NoAntiDeadlockProbe", "no-client-probe-without-flight"),
     ("properties/test_congestion_avoidance.py::test_cubic_clock_stops_while_application_limited",
      "tests.mutants.cubic_clock_through_idle:CubicClockThroughIdle", "cubic-clock-ran-while-idle"),
 ]

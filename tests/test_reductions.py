@@ -291,3 +291,24 @@ def test_the_persistent_congestion_span_runs_between_ack_eliciting_datagrams_onl
     # Only drops after the last collapse and up to this one.
     assert longest_dropped_span(records, ack_only, 30_000, 200_000) == 20_000
     assert longest_dropped_span(records, ack_only, float("-inf"), 50_000) == 20_000
+
+
+def test_a_padded_certificate_is_larger_by_about_its_padding_and_keeps_its_name(tmp_path):
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    from harness.testbed.certs import SERVER_NAME, write_certs
+    from harness.virtual.determinism import write_cert
+
+    def der_size(pem: bytes) -> int:
+        return len(x509.load_pem_x509_certificate(pem).public_bytes(Encoding.DER))
+
+    plain = write_certs(tmp_path / "plain")[0].read_bytes()
+    padded = write_certs(tmp_path / "padded", padding=4_000)[0].read_bytes()
+    seeded = write_cert(tmp_path / "seeded", SERVER_NAME, 7, padding=4_000)[0].read_bytes()
+    assert der_size(plain) < 1_000
+    for pem in (padded, seeded):
+        names = x509.load_pem_x509_certificate(pem).extensions.get_extension_for_class(
+            x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+        assert names[0] == SERVER_NAME and len(names) > 100
+        assert der_size(pem) >= 4_000

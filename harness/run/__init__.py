@@ -74,7 +74,8 @@ class Example:
             "plan": {"sizes": list(self.plan.sizes), "testcase": self.plan.testcase,
                      "think_ms": self.plan.think_ms, "seed": self.plan.seed,
                      "tcp_flows": self.plan.tcp_flows, "tcp_cc": self.plan.tcp_cc,
-                     "quic_flows": self.plan.quic_flows, "direction": self.plan.direction},
+                     "quic_flows": self.plan.quic_flows, "direction": self.plan.direction}
+                    | ({"cert_padding": self.plan.cert_padding} if self.plan.cert_padding else {}),
             "timeout_s": self.timeout_s,
             "mode": self.mode,
         } | ({"peer": self.peer} if self.peer else {})
@@ -84,7 +85,8 @@ class Example:
         p = d["plan"]
         plan = TransferPlan(sizes=tuple(p["sizes"]), testcase=p["testcase"], think_ms=p["think_ms"], seed=p["seed"],
                             tcp_flows=p.get("tcp_flows", 0), tcp_cc=p.get("tcp_cc", "cubic"),
-                            quic_flows=p.get("quic_flows", 1), direction=p.get("direction", "download"))
+                            quic_flows=p.get("quic_flows", 1), direction=p.get("direction", "download"),
+                            cert_padding=p.get("cert_padding", 0))
         return cls(d["nodeid"], d["stack"], d["cc"], Schedule.from_json(d["schedule"]), plan, d["timeout_s"],
                    d.get("mode", "real"), d.get("peer"))
 

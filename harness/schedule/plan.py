@@ -30,6 +30,10 @@ class TransferPlan:
     #: "download" (the server sends the objects) or "upload" (the client sends them:
     #: docs/endpoints.md, LL_DIRECTION); the sender is the stack under test either way.
     direction: str = "download"
+    #: Extra subject alternative names' bytes in the server's certificate (0: none),
+    #: so that its first flight spans several datagrams: the client can then hold an
+    #: acknowledged Initial and nothing else in flight (RFC 9002 §6.2.2.1's deadlock).
+    cert_padding: int = 0
 
     def __post_init__(self) -> None:
         if self.direction not in DIRECTIONS:

@@ -337,3 +337,19 @@ def handshake_losses() -> st.SearchStrategy[Schedule]:
     RTT, where max_ack_delay's 25 ms would be most of a probe timeout)."""
     return st.builds(handshake_held_back, st.builds(BaseLink, rtt_us=st.sampled_from([6_000, 10_000])), seeds,
                      st.integers(min_value=3, max_value=8))
+
+
+def server_flight_lost(base: BaseLink, seed: int, drops: int) -> Schedule:
+    """A clean link that delivers the server's first datagram (its Initial, which
+    acknowledges the client's) and drops the next `drops`: the rest of its first flight
+    and its retransmissions. The client then has nothing in flight and no Handshake
+    packet acknowledged, and a server at its anti-amplification limit cannot resend."""
+    return base.schedule(seed, actions=[Action("s2c", i, "drop", flow=QUIC) for i in range(1, drops + 1)])
+
+
+@replayable
+def server_flights_lost() -> st.SearchStrategy[Schedule]:
+    """The server's first flight after its first datagram lost, and 4 to 12 datagrams
+    more, over 10-80 ms RTTs."""
+    return st.builds(server_flight_lost, st.builds(BaseLink, rtt_us=st.sampled_from([10_000, 40_000, 80_000])), seeds,
+                     st.integers(min_value=4, max_value=12))

@@ -19,8 +19,16 @@ from cryptography.x509.oid import NameOID
 SERVER_NAME = "server.longlook.test"
 
 
-def write_certs(directory: Path, name: str = SERVER_NAME) -> tuple[Path, Path]:
-    """Writes cert.pem and priv.key into `directory` (created if missing).
+def padding_names(name: str, padding: int) -> list[x509.DNSName]:
+    """`name` and enough more DNS names under it to add about `padding` bytes to a
+    certificate: every stack accepts subject alternative names it does not use."""
+    extra = [x509.DNSName(f"pad{i:04d}.{name}") for i in range(max(padding, 0) // (len(name) + 10))]
+    return [x509.DNSName(name), *extra]
+
+
+def write_certs(directory: Path, name: str = SERVER_NAME, padding: int = 0) -> tuple[Path, Path]:
+    """Writes cert.pem and priv.key into `directory` (created if missing), the
+    certificate `padding` bytes larger than it need be (padding_names).
 
     Returns (certificate path, key path). Existing files are reused, so callers
     may call this once per run without cost.
@@ -40,7 +48,7 @@ def write_certs(directory: Path, name: str = SERVER_NAME) -> tuple[Path, Path]:
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(days=1))
         .not_valid_after(now + datetime.timedelta(days=30))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.SubjectAlternativeName(padding_names(name, padding)), critical=False)
         .sign(key, hashes.SHA256())
     )
     key_path.write_bytes(

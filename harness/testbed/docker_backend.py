@@ -208,7 +208,7 @@ class DockerTestbed(Testbed):
         if self.containers:
             raise TestbedError("a DockerTestbed runs one transfer; open another for the next")
         digests = write_objects(self.out / "www", plan.sizes, plan.seed)
-        write_certs(self.out / "certs")
+        write_certs(self.out / "certs", padding=plan.cert_padding)
         for role in ("client", "server"):
             (self.out / role / "qlog").mkdir(parents=True, exist_ok=True)
         (self.out / "client" / "downloads").mkdir(exist_ok=True)

@@ -241,7 +241,7 @@ class Testbed:
                       "client": (stack if upload else peer, "server" if upload else "client")}
         digests = write_objects(self.out / "www", plan.sizes, plan.seed)
         certs = self.out / "certs"
-        write_certs(certs)
+        write_certs(certs, padding=plan.cert_padding)
         dirs = {r: self.out / side for r, (_, side) in self._ends.items()}
         for d in dirs.values():
             (d / "qlog").mkdir(parents=True, exist_ok=True)

@@ -9,8 +9,17 @@ import os
 import pytest
 from hypothesis import Phase, settings
 
-#: Real-time bound on shrinking one failure under the ci profile, seconds.
-CI_SHRINK_SECONDS = 120
+def _shrink_seconds() -> int:
+    value = os.environ.get("LONGLOOK_SHRINK_SECONDS", "120")
+    try:
+        return max(int(value), 0)
+    except ValueError:
+        raise pytest.UsageError(f"LONGLOOK_SHRINK_SECONDS={value!r}: give a whole number of seconds, e.g. 30") from None
+
+
+#: Real-time bound on shrinking one failure under the ci profile, seconds
+#: ($LONGLOOK_SHRINK_SECONDS, default 120).
+CI_SHRINK_SECONDS = _shrink_seconds()
 #: The Hypothesis profile in force, set at configure time (before test modules load).
 PROFILE = "dev"
 #: Repetitions of a statistical property per profile (fairness against TCP etc.).

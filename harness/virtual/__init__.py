@@ -157,7 +157,7 @@ def _run(schedule: Schedule, out: Path, plan, opts, names: list[str]) -> dict:
     schedule_path = schedule.write(out / "schedule.json")
     (out / "pcap").mkdir(exist_ok=True)
     certs = out / "certs"
-    write_cert(certs, aq.SERVER_NAME, schedule.seed)
+    write_cert(certs, aq.SERVER_NAME, schedule.seed, plan.cert_padding)
     roles = {r: out / r for r in ("client", "server")}
     for d in roles.values():
         (d / "qlog").mkdir(parents=True, exist_ok=True)

@@ -121,7 +121,7 @@ def deterministic_aioquic(seed: int, now_ns: Callable[[], int]) -> Iterator[Seed
             setattr(mod, name, value)
 
 
-def write_cert(directory: Path, name: str, seed: int) -> tuple[Path, Path]:
+def write_cert(directory: Path, name: str, seed: int, padding: int = 0) -> tuple[Path, Path]:
     """A self-signed ECDSA P-256 certificate (as harness/testbed/certs.py) whose bytes depend
     only on `seed`: derived key, fixed serial and validity around EPOCH_UNIX_NS,
     RFC 6979 signature. Returns (cert, key) paths."""
@@ -129,6 +129,8 @@ def write_cert(directory: Path, name: str, seed: int) -> tuple[Path, Path]:
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
+
+    from harness.testbed.certs import padding_names
 
     directory.mkdir(parents=True, exist_ok=True)
     rng = SeededEntropy(seed ^ 0x5EED)
@@ -143,7 +145,7 @@ def write_cert(directory: Path, name: str, seed: int) -> tuple[Path, Path]:
         .serial_number(rng.below(63))
         .not_valid_before(epoch - datetime.timedelta(days=1))
         .not_valid_after(epoch + datetime.timedelta(days=30))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.SubjectAlternativeName(padding_names(name, padding)), critical=False)
         .sign(key, hashes.SHA256(), ecdsa_deterministic=True)
     )
     cert_path, key_path = directory / "cert.pem", directory / "priv.key"

@@ -51,7 +51,7 @@ def run(schedule, out: Path, plan, opts, names: list[str], stack: str) -> dict:
         raise RustVirtualError(f"{binary} is not built: run `make setup` "
                                 "(or harness/endpoints/rust/build.sh)")
     schedule.write(out / "schedule.json")
-    write_cert(out / "certs", SERVER_NAME, schedule.seed)
+    write_cert(out / "certs", SERVER_NAME, schedule.seed, plan.cert_padding)
     config = {
         "names": names,
         "testcase": plan.testcase,

@@ -1,0 +1,69 @@
+"""The client's side of the handshake: it keeps the handshake alive when the server
+cannot.
+
+RFC 9002 §6.2.2.1: "the client MUST set the PTO timer if the client has not received an
+acknowledgment for any of its Handshake packets and the handshake is not confirmed (see
+Section 4.1.2 of [QUIC-TLS]), even if there are no packets in flight." A server at its
+anti-amplification limit may not send until the client does; a client that arms no
+timer while nothing of its own is in flight leaves both waiting.
+"""
+
+from __future__ import annotations
+
+from hypothesis import example, given
+
+from harness.schedule import TransferPlan, strategies
+from harness.schedule.strategies import BaseLink
+from harness.verdict import outcomes
+from harness.verdict.deviation import check
+
+#: A certificate about 4 kB larger than the run's usual one: the server's first flight
+#: spans four or more datagrams, and only its first reaches the client.
+PLAN = TransferPlan(sizes=(50_000,), cert_padding=4_000)
+#: How long after the last datagram that reached it the client may stay silent, µs:
+#: RFC 9002 §6.2.2's PTO before any RTT sample is 999 ms (3 × 333 ms); after one, three
+#: round trips here. Twice the first, for a first expiry deferred by a timer's tick.
+DEADLOCK_BOUND_US = 2_000_000
+
+
+#: A client datagram within this of the server's first reaching it answers it (the
+#: client's Finished, once it has the server's whole flight), µs.
+ANSWER_US = 20_000
+
+
+@example(schedule=strategies.server_flight_lost(BaseLink(), 0, 8))
+@given(schedule=strategies.server_flights_lost())
+def test_client_breaks_an_amplification_deadlock(longlook, target, schedule):
+    """RFC 9002 §6.2.2.1, read off the client side's capture: the server's datagrams
+    after its first are dropped, so the client's Initial is acknowledged, none of its
+    Handshake packets is, and it has nothing ack-eliciting in flight. The client's next
+    ack-eliciting datagram after the server's first reached it leaves within
+    DEADLOCK_BOUND_US. Judged on the target's own client in a download. Trigger: the
+    server's first datagram did not complete the client's handshake flight (the client
+    answered it with nothing ack-eliciting within ANSWER_US) and no HANDSHAKE_DONE
+    reached the client by then."""
+    if target.peer is not None or target.direction != "download":
+        outcomes.not_applicable("judged on the target's own client in a download; here the client is another "
+                                "stack's or the sender")
+    with outcomes.rare_trigger(), longlook.run(target, schedule, PLAN) as obs:
+        obs.completed()
+        view = obs.client_wire
+        arrivals = [d for d in view.datagrams if not d.entered and d.direction == "s2c"]
+        if not arrivals:
+            outcomes.not_exercised("no server datagram reached the client")
+        first = min(d.t_us for d in arrivals)
+        done_at = min((d.t_us for d in arrivals for p in d.packets for f in p.frames
+                       if getattr(f, "name", "") == "handshake_done"), default=float("inf"))
+        sends = sorted(d.t_us for d in view.datagrams if d.entered and d.direction == "c2s"
+                       and any(p.ack_eliciting for p in d.packets))
+        after = [t for t in sends if t >= first]
+        if done_at <= first + ANSWER_US or (after and after[0] <= first + ANSWER_US):
+            outcomes.not_exercised("the server's first datagram completed the client's handshake flight (it "
+                                   "answered at once)")
+        probe = after[0] if after else None
+        check(probe is not None and probe - first <= DEADLOCK_BOUND_US, "no-client-probe-without-flight", lambda: (
+            f"{target.id}: after the server's first datagram reached the client at t={first / 1e6:.3f} s, with its "
+            f"Initial acknowledged and nothing ack-eliciting in flight, the client sent nothing ack-eliciting "
+            + (f"until t={probe / 1e6:.3f} s ({(probe - first) / 1e6:.2f} s)" if probe else "at all")
+            + f"; RFC 9002 §6.2.2.1 requires its PTO armed even with nothing in flight (about 1 s at most here)"
+        ), wait_s=(probe - first) / 1e6 if probe else float("inf"))
