@@ -453,3 +453,14 @@ def test_a_long_report_says_how_far_it_is(tmp_path, monkeypatch, capsys):
     assert cli.main(["report", str(path), "--out", str(tmp_path / "site"), "--no-plots"]) == 0
     err = capsys.readouterr().err
     assert "cells: 1 of 2" in err and "cells: 2 of 2" in err
+
+
+def test_a_skip_in_an_explicit_example_keeps_the_propertys_reason_only():
+    from types import SimpleNamespace
+
+    from harness.results.record import outcome_of
+
+    note = ("not applicable: a rule of the bbr family; cubic is cubic\nFailing explicit example: "
+            "test_x(\n    longlook=<harness.verdict.runner.Runner object at 0x7f>,\n)")
+    report = SimpleNamespace(skipped=True, passed=False, when="call", longrepr=("f.py", 1, "Skipped: " + note))
+    assert outcome_of(report) == ("skipped", "not applicable: a rule of the bbr family; cubic is cubic")
