@@ -40,7 +40,6 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 
 from harness.verdict import profiles
-from harness.verdict.profiles import CI_SHRINK_SECONDS
 
 IMPL_HELP = "stacks to test, comma-separated (default: every stack that is built)"
 CC_HELP = ("congestion control for every stack: a name (newreno, cubic, bbr) or module:Factory, or several "
@@ -105,12 +104,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     profiles.PROFILE = config.getoption("hypothesis_profile", default=None) or "dev"
+    profiles.CI_SHRINK_SECONDS = profiles.shrink_seconds()
     if profiles.PROFILE == "ci":
         # Hypothesis has no public setting for this; its engine reads the module
         # constant (300 s) when shrinking starts. Examples here take seconds each.
         from hypothesis.internal.conjecture import engine
 
-        engine.MAX_SHRINKING_SECONDS = CI_SHRINK_SECONDS
+        engine.MAX_SHRINKING_SECONDS = profiles.CI_SHRINK_SECONDS
     # Read by harness.testbed.docker_backend.open_testbed for every example.
     os.environ["LONGLOOK_BACKEND"] = config.getoption("--backend")
     if config.getoption("--image"):
@@ -379,7 +379,7 @@ def pytest_runtest_call(item: pytest.Item):
                                                        "examples", [found, more]))
     finally:
         if quick:
-            engine.MAX_SHRINKING_SECONDS = CI_SHRINK_SECONDS
+            engine.MAX_SHRINKING_SECONDS = profiles.CI_SHRINK_SECONDS
 
 
 def _from_explicit_example(exc: BaseException) -> bool:

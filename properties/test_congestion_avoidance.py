@@ -138,11 +138,10 @@ def test_cubic_clock_stops_while_application_limited(longlook, target, schedule)
         if restart is not None:
             outcomes.not_exercised(f"the window was cut when sending resumed ({restart.describe()}): a restart "
                                    "after idle, or another epoch")
-        resume = resumed
-        end = resume + RESUME_RTTS * srtt
-        if any(resume < c.t_us <= end for c in cuts):
+        end = resumed + RESUME_RTTS * srtt
+        if any(resumed < c.t_us <= end for c in cuts):
             outcomes.not_exercised("the window was reduced in the round trips after the pause: another epoch")
-        at_resume = next((c for t, c in reversed(series) if t <= resume), cut.after)
+        at_resume = next((c for t, c in reversed(series) if t <= resumed), cut.after)
         beta = BETA["cubic"]
         active_s = (idle_from - cut.t_us + (RESUME_RTTS + 2) * srtt) / 1e6
         curve = rfc.cubic_window(active_s, cut.before, cut.after, mss)
@@ -154,13 +153,13 @@ def test_cubic_clock_stops_while_application_limited(longlook, target, schedule)
         if through <= bound + 2 * mss:
             outcomes.not_exercised(f"at these windows a clock through the pause would allow {through:.0f} B, "
                                    f"within {2 * mss} B of the bound {bound:.0f} B: no deviation could show")
-        after = [(t, c) for t, c in series if resume <= t <= end]
+        after = [(t, c) for t, c in series if resumed <= t <= end]
         if not after:
             outcomes.not_exercised("the sender logged no window in the round trips after the pause")
         t_max, c_max = max(after, key=lambda tc: tc[1])
         check(c_max <= bound, "cubic-clock-ran-while-idle", lambda: (
             f"{target.id}: the window reached {c_max} B at t={t_max / 1e6:.3f} s, "
-            f"{(t_max - resume) / 1e3:.0f} ms into congestion avoidance after a {length / 1e6:.2f} s pause with "
+            f"{(t_max - resumed) / 1e3:.0f} ms into congestion avoidance after a {length / 1e6:.2f} s pause with "
             f"nothing to send (t={idle_from / 1e6:.3f}-{resumed / 1e6:.3f} s); from the reduction "
             f"{cut.describe()} and {active_s:.2f} s of congestion avoidance W_cubic is {curve:.0f} B, W_est "
             f"{reno:.0f} B and the window it resumed with {at_resume} B, so at most {bound:.0f} B; a clock that "

@@ -14,18 +14,16 @@ from hypothesis import example, given
 
 from harness.schedule import TransferPlan, strategies
 from harness.schedule.strategies import BaseLink
-from harness.verdict import outcomes
+from harness.verdict import analysis, outcomes
 from harness.verdict.deviation import check
 
 #: A certificate about 4 kB larger than the run's usual one: the server's first flight
 #: spans four or more datagrams, and only its first reaches the client.
 PLAN = TransferPlan(sizes=(50_000,), cert_padding=4_000)
-#: How long after the last datagram that reached it the client may stay silent, µs:
-#: RFC 9002 §6.2.2's PTO before any RTT sample is 999 ms (3 × 333 ms); after one, three
-#: round trips here. Twice the first, for a first expiry deferred by a timer's tick.
+#: How long after the server's first datagram reached it the client may send nothing
+#: ack-eliciting, µs: RFC 9002 §6.2.2's PTO before any RTT sample is 999 ms (3 × 333
+#: ms); after one, three round trips here. Twice the first, for a deferred expiry.
 DEADLOCK_BOUND_US = 2_000_000
-
-
 #: A client datagram within this of the server's first reaching it answers it (the
 #: client's Finished, once it has the server's whole flight), µs.
 ANSWER_US = 20_000
@@ -42,9 +40,7 @@ def test_client_breaks_an_amplification_deadlock(longlook, target, schedule):
     server's first datagram did not complete the client's handshake flight (the client
     answered it with nothing ack-eliciting within ANSWER_US) and no HANDSHAKE_DONE
     reached the client by then."""
-    if target.peer is not None or target.direction != "download":
-        outcomes.not_applicable("judged on the target's own client in a download; here the client is another "
-                                "stack's or the sender")
+    outcomes.require_own_client(target)
     with outcomes.rare_trigger(), longlook.run(target, schedule, PLAN) as obs:
         obs.completed()
         view = obs.client_wire
@@ -52,8 +48,7 @@ def test_client_breaks_an_amplification_deadlock(longlook, target, schedule):
         if not arrivals:
             outcomes.not_exercised("no server datagram reached the client")
         first = min(d.t_us for d in arrivals)
-        done_at = min((d.t_us for d in arrivals for p in d.packets for f in p.frames
-                       if getattr(f, "name", "") == "handshake_done"), default=float("inf"))
+        done_at = analysis.handshake_done_at(view)
         sends = sorted(d.t_us for d in view.datagrams if d.entered and d.direction == "c2s"
                        and any(p.ack_eliciting for p in d.packets))
         after = [t for t in sends if t >= first]

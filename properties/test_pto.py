@@ -239,9 +239,7 @@ def test_handshake_probes_leave_max_ack_delay_out(longlook, target, schedule):
     server's max_ack_delay: HANDSHAKE_LOW to HANDSHAKE_HIGH of it. Judged on the
     target's client (in a download without a peer it is the target's stack).
     Trigger: such a probe."""
-    if target.peer is not None or target.direction != "download":
-        outcomes.not_applicable("judged on the target's own client in a download; here the client is another "
-                                "stack's or the sender")
+    outcomes.require_own_client(target)
     outcomes.require(target, "smoothed_rtt")
     # Whether a client logs rttvar with its estimate (picoquic does not) or probes on its
     # own before an answer comes is the stack's habit more than the schedule's: an
@@ -356,17 +354,14 @@ def test_client_probes_carry_handshake_packets(longlook, target, schedule):
     Handshake packet had reached it, and before that a Handshake packet or an Initial in
     at least 1200 bytes. Judged on the target's client (in a download without a peer it
     is the target's stack). Trigger: such a client probe."""
-    if target.peer is not None or target.direction != "download":
-        outcomes.not_applicable("judged on the target's own client in a download; here the client is another "
-                                "stack's or the sender")
+    outcomes.require_own_client(target)
     with outcomes.rare_trigger(), longlook.run(target, schedule, HANDSHAKE_PLAN) as obs:
         obs.completed()
         view = obs.client_wire
         arrivals = [d for d in view.datagrams if not d.entered and d.direction == "s2c"]
         keys_at = min((d.t_us for d in arrivals if any(p.space == "handshake" for p in d.packets)),
                       default=float("inf"))
-        confirmed_at = min((d.t_us for d in arrivals for p in d.packets for f in p.frames
-                            if getattr(f, "name", "") == "handshake_done"), default=float("inf"))
+        confirmed_at = analysis.handshake_done_at(view)
         heard = sorted(d.t_us for d in arrivals)
         sends = [d for d in view.datagrams if d.entered and d.direction == "c2s"]
         probes, bad = 0, []

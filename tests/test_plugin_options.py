@@ -34,3 +34,11 @@ def test_a_run_with_no_case_is_one_line_before_collection(args, needle):
     assert r.returncode == 4, out  # pytest's usage error
     assert f"ERROR: {needle}" in out, out
     assert "Traceback" not in out and "ERROR collecting" not in out, out
+
+
+def test_a_bad_shrinking_budget_is_one_line(monkeypatch):
+    monkeypatch.setenv("LONGLOOK_SHRINK_SECONDS", "soon")
+    r = _collect("--impl", "aioquic")
+    out = r.stdout + r.stderr
+    assert r.returncode == 4 and "ERROR: LONGLOOK_SHRINK_SECONDS='soon': give a whole number of seconds" in out, out
+    assert "Traceback" not in out, out

@@ -84,7 +84,7 @@ def test_a_recorded_finding_is_not_shrunk_again_under_ci(monkeypatch):
     from harness.verdict import profiles
 
     monkeypatch.setattr(profiles, "PROFILE", "ci")
-    monkeypatch.setattr(engine, "MAX_SHRINKING_SECONDS", plugin.CI_SHRINK_SECONDS)
+    monkeypatch.setattr(engine, "MAX_SHRINKING_SECONDS", profiles.CI_SHRINK_SECONDS)
     seen = {}
     for known in (True, False):
         item = types.SimpleNamespace(stash=pytest.Stash())
@@ -95,5 +95,5 @@ def test_a_recorded_finding_is_not_shrunk_again_under_ci(monkeypatch):
         seen[known] = engine.MAX_SHRINKING_SECONDS
         with pytest.raises(StopIteration):
             next(call)
-    assert seen == {True: 0, False: plugin.CI_SHRINK_SECONDS}
-    assert engine.MAX_SHRINKING_SECONDS == plugin.CI_SHRINK_SECONDS
+    assert seen == {True: 0, False: profiles.CI_SHRINK_SECONDS}
+    assert engine.MAX_SHRINKING_SECONDS == profiles.CI_SHRINK_SECONDS

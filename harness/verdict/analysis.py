@@ -140,6 +140,14 @@ def busiest_connection(view, direction: str = "s2c") -> int | None:
     return counts.most_common(1)[0][0] if counts else None
 
 
+def handshake_done_at(view, direction: str = "s2c") -> float:
+    """When (µs) the first HANDSHAKE_DONE reached the client (frames travelling in
+    `direction`), or infinity: the client's handshake confirmed."""
+    return min((d.t_us for d in view.datagrams if not d.entered and d.direction == direction
+                for p in d.packets for f in p.frames if getattr(f, "name", "") == "handshake_done"),
+               default=float("inf"))
+
+
 def acks_received(view, direction: str = "c2s") -> list[AckSeen]:
     """Every ACK frame reaching the data sender (ACKs travel in `direction`) of the
     connection that sent the most, in arrival order; a packet's duplicates are left

@@ -125,6 +125,14 @@ def not_applicable(reason: str) -> None:
     pytest.skip(f"not applicable: {reason}")
 
 
+def require_own_client(target) -> None:
+    """Skips a rule of the client's when the run's client is not the target's own
+    stack: a peer's client, or the target itself sending in an upload."""
+    if target.peer is not None or target.direction != "download":
+        not_applicable("judged on the target's own client in a download; here the client is another stack's "
+                       "or the sender")
+
+
 def _leaves(exc: BaseException) -> list[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         return [leaf for e in exc.exceptions for leaf in _leaves(e)]

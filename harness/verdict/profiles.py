@@ -9,17 +9,9 @@ import os
 import pytest
 from hypothesis import Phase, settings
 
-def _shrink_seconds() -> int:
-    value = os.environ.get("LONGLOOK_SHRINK_SECONDS", "120")
-    try:
-        return max(int(value), 0)
-    except ValueError:
-        raise pytest.UsageError(f"LONGLOOK_SHRINK_SECONDS={value!r}: give a whole number of seconds, e.g. 30") from None
-
-
-#: Real-time bound on shrinking one failure under the ci profile, seconds
-#: ($LONGLOOK_SHRINK_SECONDS, default 120).
-CI_SHRINK_SECONDS = _shrink_seconds()
+#: Real-time bound on shrinking one failure under the ci profile, seconds;
+#: $LONGLOOK_SHRINK_SECONDS sets it (read at configure time: shrink_seconds).
+CI_SHRINK_SECONDS = 120
 #: The Hypothesis profile in force, set at configure time (before test modules load).
 PROFILE = "dev"
 #: Repetitions of a statistical property per profile (fairness against TCP etc.).
@@ -46,3 +38,14 @@ def repetitions() -> int:
         except ValueError:
             raise pytest.UsageError(f"LONGLOOK_REPETITIONS={override!r}: give a whole number of runs, e.g. 10") from None
     return REPETITIONS.get(PROFILE, 3)
+
+
+def shrink_seconds() -> int:
+    """The ci profile's shrinking budget: $LONGLOOK_SHRINK_SECONDS, else 120 s."""
+    value = os.environ.get("LONGLOOK_SHRINK_SECONDS")
+    if value is None:
+        return 120
+    try:
+        return max(int(value), 0)
+    except ValueError:
+        raise pytest.UsageError(f"LONGLOOK_SHRINK_SECONDS={value!r}: give a whole number of seconds, e.g. 30") from None
