@@ -10,7 +10,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 base=${LONGLOOK_BASE_IMAGE:-longlook/base:bookworm}
 py=${LL_PYTHON:-$root/.venv/bin/python}
 stage_root=$root/docker/build
-all_stacks=(aioquic picoquic quic-go quiche quinn tquic)
+all_stacks=(aioquic picoquic quic-go quiche quinn tquic s2n-quic)
 
 # Stages what the image of stack $1 needs under $2/longlook (the image's /longlook)
 # and sets `endpoint`, the command line run_endpoint.sh execs; returns 1 if the
@@ -54,7 +54,7 @@ stage() {
         quic-go)
             install -m 755 "$ep/quic-go/bin/endpoint" "$dst/endpoint/endpoint" 2>/dev/null || return 1
             endpoint=/longlook/endpoint/endpoint ;;
-        quiche|quinn|tquic)
+        quiche|quinn|tquic|s2n-quic)
             install -m 755 "$ep/rust/target/release/$stack-endpoint" "$dst/endpoint/endpoint" 2>/dev/null || return 1
             endpoint=/longlook/endpoint/endpoint ;;
         *) echo "docker-images: unknown stack $stack; known: ${all_stacks[*]}" >&2; return 1 ;;

@@ -260,7 +260,7 @@ def test_replay_prefers_the_build_that_failed(docker_ready, tmp_path):
     assert _replay_backend({"backend": "local"}, tmp_path) == []
 
 
-@pytest.mark.parametrize("stack", ["aioquic", "picoquic", "quic-go", "quiche", "quinn", "tquic"])
+@pytest.mark.parametrize("stack", ["aioquic", "picoquic", "quic-go", "quiche", "quinn", "tquic", "s2n-quic"])
 def test_each_of_our_images_transfers(docker_ready, stack, tmp_path):
     """Every image docker/Dockerfile makes runs its endpoint (skips one not built here)."""
     image = f"longlook/{stack}:latest"

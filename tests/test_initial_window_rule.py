@@ -60,6 +60,7 @@ def test_a_window_first_logged_after_an_acknowledgment_is_not_judged():
 #: Each fixture stack's initial window as its own qlog logs it before its first send
 #: (the fixtures of tests/fixtures/wire: 200 kB over a clean link).
 LOGGED_INITIAL_WINDOW = {"aioquic": 12520, "quic-go": 40064, "picoquic": 15360, "quinn": 12000, "tquic": 12520,
+                         "s2n-quic": 12520,
                          "quiche": 12000}
 
 

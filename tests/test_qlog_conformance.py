@@ -23,6 +23,7 @@ KNOWN = {
     ("quiche", "cubic"): {"packet_lost_missing", "ssthresh_sentinel"},
     ("quinn", "cubic"): {"vantage_point", "reference_time", "frames", "ssthresh_sentinel", "rtt_units"},
     ("tquic", "cubic"): {"reference_time", "packet_lost_trigger"},
+    ("s2n-quic", "cubic"): {"packet_lost_trigger"},
 }
 
 

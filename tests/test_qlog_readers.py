@@ -21,7 +21,7 @@ from harness.observe import qlog
 
 FIXTURES = Path(__file__).parent / "fixtures" / "qlog"
 RUNS = [("aioquic", "newreno"), ("aioquic", "cubic"), ("picoquic", "newreno"), ("quic-go", "newreno"),
-        ("quiche", "cubic"), ("quinn", "cubic"), ("tquic", "cubic")]
+        ("quiche", "cubic"), ("quinn", "cubic"), ("tquic", "cubic"), ("s2n-quic", "cubic")]
 #: After the last datagram the link saw, a stack still logs while it drains (3×PTO).
 DRAIN_US = 500_000
 ALL_FILES = sorted(FIXTURES.glob("*/*/*/qlog/*"))
@@ -137,6 +137,15 @@ def test_stack_specific_mapping():
     assert not tq.of(ev.CongestionState) and any(n.startswith("tquic: no congestion states") for n in tq.notes)
     first_loss = tq.of(ev.PacketLost)[0]
     assert any(a.t_us <= first_loss.t_us for a in tq.of(ev.PacketAcked)), "no ACK before the first loss"
+    # s2n-quic's trace is our endpoint's, from s2n-quic's events: the packet whose ACK
+    # declared a loss is written before the loss (held until its frames were reported):
+    # each loss follows an acknowledgement of a later packet (RFC 9002 §6.1).
+    s2n = qlog.read_run(run_dir("s2n-quic", "cubic"), "s2n-quic")["server"][0]
+    losses = s2n.of(ev.PacketLost)
+    assert losses and all(e.trigger is None for e in losses) and not s2n.of(ev.CongestionState)
+    for loss in losses:
+        later = [a for a in s2n.of(ev.PacketAcked) if a.t_us <= loss.t_us and a.space == loss.space and a.pn > loss.pn]
+        assert later, f"no ACK of a later packet before the loss of {loss.pn}"
 
 
 def test_picoquic_states_need_the_cc():

@@ -331,7 +331,7 @@ def test_quic_go_agrees_in_the_full_coarse_set():
         assert agreement(trace.of(CongestionState), inferred, end_us=end) >= 0.95, run
 
 
-@pytest.mark.parametrize("stack", ["aioquic", "quinn", "quiche", "tquic"])
+@pytest.mark.parametrize("stack", ["aioquic", "quinn", "quiche", "tquic", "s2n-quic"])
 def test_inference_runs_on_every_stack(stack):
     """Stacks without (usable) logged states still get a plausible state sequence."""
     for run, trace, beta, mss in real_case(stack):

@@ -20,7 +20,7 @@ from test_wire_decode import FIXTURES, load
 
 #: The fixtures that kept their server's qlog (quiche's logs no packet_lost, so its
 #: directory has none).
-LOGGED = ("aioquic", "quic-go", "picoquic", "quinn", "tquic")
+LOGGED = ("aioquic", "quic-go", "picoquic", "quinn", "tquic", "s2n-quic")
 
 
 def traces(stack: str, tmp_path: Path):

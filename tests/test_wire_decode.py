@@ -19,7 +19,7 @@ from harness.observe.groundtruth import read_log
 from harness.observe.wire import WireError, WireView, iter_pcap, read_keylog, read_wire
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wire"
-STACKS = ("aioquic", "quic-go", "picoquic", "quiche", "quinn", "tquic")
+STACKS = ("aioquic", "quic-go", "picoquic", "quiche", "quinn", "tquic", "s2n-quic")
 OBJECT_BYTES = 200_000  # what each fixture run fetched
 
 
@@ -65,7 +65,9 @@ def test_every_packet_is_decrypted(stack, side):
     view = load(stack, side)
     assert view.notes == [] and view.undecrypted == 0
     one_rtt = [p for d in view.datagrams for p in d.packets if p.kind == "1rtt"]
-    assert len(one_rtt) == short_header_packets(FIXTURES / stack / "pcap" / f"{side}.pcap") > 50
+    # Not vacuous: the server sent ~160 1-RTT packets; a client sends one per ACK, and
+    # s2n-quic's client acknowledges each batch of datagrams it reads at once (25 here).
+    assert len(one_rtt) == short_header_packets(FIXTURES / stack / "pcap" / f"{side}.pcap") > 20
     assert all(p.pn is not None and p.frames and p.error is None for p in one_rtt)
     view.check()
 

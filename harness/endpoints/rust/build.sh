@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the Rust endpoints (quiche-endpoint, quinn-endpoint, tquic-endpoint) and
-# the virtual-time harnesses (quinn-virtual, quiche-virtual, which link the
+# Builds the Rust endpoints (quiche-endpoint, quinn-endpoint, tquic-endpoint,
+# s2n-quic-endpoint) and the virtual-time harnesses (quinn-virtual, quiche-virtual, which link the
 # emulator's core from ../../emulator) from crates.io with the versions pinned
 # in Cargo.lock.
 # Idempotent: does nothing when every binary exists and no source file (the
@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 BINARIES=(target/release/quiche-endpoint target/release/quinn-endpoint target/release/quinn-virtual
-          target/release/quiche-virtual target/release/tquic-endpoint)
+          target/release/quiche-virtual target/release/tquic-endpoint target/release/s2n-quic-endpoint)
 # Touched after each successful build: cargo leaves a binary untouched when only
 # the other one's sources changed, so the binaries' own times cannot serve.
 STAMP=target/release/.ll-endpoints-built
@@ -57,5 +57,5 @@ start=$(date +%s)
 # Two jobs at most: the machine's two cores are shared while `make setup` runs.
 cargo build --release --locked --quiet -j "${LL_BUILD_JOBS:-2}"
 touch "$STAMP"
-versions=$(awk '/^name = "(quiche|quinn|tquic)"$/ {n=$3; getline; printf "%s %s ", n, $3}' Cargo.lock | tr -d '"')
+versions=$(awk '/^name = "(quiche|quinn|tquic|s2n-quic)"$/ {n=$3; getline; printf "%s %s ", n, $3}' Cargo.lock | tr -d '"')
 echo "rust endpoints: built ${BINARIES[*]} (${versions% }) in $(( $(date +%s) - start )) s"

@@ -15,13 +15,15 @@ from harness.observe.dialects.picoquic import PicoquicDialect
 from harness.observe.dialects.quic_go import QuicGoDialect
 from harness.observe.dialects.quiche import QuicheDialect
 from harness.observe.dialects.quinn import QuinnDialect
+from harness.observe.dialects.s2n_quic import S2nQuicDialect
 from harness.observe.dialects.tquic import TquicDialect
 
 __all__ = ["CAPABILITIES", "Context", "Dialect", "DIALECTS", "get", "of_stack"]
 
 DIALECTS: dict[str, Dialect] = {
     d.stack: d
-    for d in (AioquicDialect(), ChromiumDialect(), FirefoxDialect(), PicoquicDialect(), QuicGoDialect(), QuicheDialect(), QuinnDialect(), TquicDialect())
+    for d in (AioquicDialect(), ChromiumDialect(), FirefoxDialect(), PicoquicDialect(), QuicGoDialect(),
+              QuicheDialect(), QuinnDialect(), S2nQuicDialect(), TquicDialect())
 }
 
 
