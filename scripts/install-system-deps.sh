@@ -11,8 +11,10 @@ set -euo pipefail
 # chromium, chromium-driver: headless Chromium, driven by Selenium, opens the report
 # the way a person does (tests/test_report_browser.py) and is an endpoint
 # (harness/endpoints/chromium). firefox-esr: headless Firefox (neqo), an endpoint
-# driven over WebDriver BiDi (harness/endpoints/firefox).
-PACKAGES=(iproute2 iperf3 cmake libclang-dev graphviz tshark openjdk-17-jre-headless chromium chromium-driver firefox-esr)
+# driven over WebDriver BiDi (harness/endpoints/firefox). caddy: a production HTTP/3
+# server, an endpoint (harness/endpoints/caddy) that runs only inside the run's namespaces.
+PACKAGES=(iproute2 iperf3 cmake libclang-dev graphviz tshark openjdk-17-jre-headless chromium chromium-driver firefox-esr
+          caddy)
 # python3.11-venv: `python3.11 -m venv` with the distribution's interpreter, which
 # the Makefile prefers when it is there (PYTHON_BOOTSTRAP).
 if [ -x /usr/bin/python3.11 ]; then
@@ -46,3 +48,8 @@ fi
 # A fresh machine has no package lists yet; update once before installing.
 "${SUDO[@]}" apt-get update -q
 DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+# Debian's caddy package enables a system-wide caddy.service; the suite starts its own
+# caddy per run, so a host with systemd keeps none listening on :80.
+if printf '%s\n' "${missing[@]}" | grep -qx caddy && command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+    "${SUDO[@]}" systemctl disable --now caddy.service || true
+fi

@@ -92,15 +92,34 @@ def join(view: WireView, gt: GroundTruth) -> Join:
     return Join(direction, packets, sum(per_flow.values()), dict(per_flow))
 
 
-def join_run(run_dir: str | Path, side: str = "server", gt: GroundTruth | None = None) -> Join:
-    """The join of one side of a `longlook transfer --out` directory: its capture
-    (pcap/SIDE.pcap), key log (SIDE/keys.log) and ground truth (link.ndjson, or `gt`).
-    Raises WireError (no capture, a key log that does not fit) or JoinError."""
+def keylog_of(run_dir: Path, side: str) -> Path | None:
+    """The key log that decrypts `side`'s capture: its own, or, for a stack that writes
+    none (a production server), its peer's (a connection's TLS secrets are the same at
+    both ends). None when neither wrote one."""
+    for d in (side, "client" if side == "server" else "server"):
+        keys = Path(run_dir) / d / "keys.log"
+        if keys.is_file() and keys.stat().st_size:
+            return keys
+    return None
+
+
+def run_wire(run_dir: str | Path, side: str = "server", gt: GroundTruth | None = None) -> WireView:
+    """The decrypted capture of one side of a `longlook transfer --out` directory
+    (pcap/SIDE.pcap, with keylog_of's key log). Raises WireError."""
     run_dir = Path(run_dir)
     gt = gt if gt is not None else read_log(run_dir / "link.ndjson")
-    view = read_wire(run_dir / "pcap" / f"{side}.pcap", [run_dir / side / "keys.log"], gt.header["start_unix_ns"],
+    keys = keylog_of(run_dir, side)
+    return read_wire(run_dir / "pcap" / f"{side}.pcap", [keys or run_dir / side / "keys.log"], gt.header["start_unix_ns"],
                      server_side_addrs=gt.server_side_addrs())
-    return join(view, gt)
+
+
+def join_run(run_dir: str | Path, side: str = "server", gt: GroundTruth | None = None) -> Join:
+    """The join of one side of a `longlook transfer --out` directory: its capture
+    (pcap/SIDE.pcap), key log (SIDE/keys.log, else the peer's: keylog_of) and ground
+    truth (link.ndjson, or `gt`). Raises WireError (no capture, a key log that does not
+    fit) or JoinError."""
+    gt = gt if gt is not None else read_log(Path(run_dir) / "link.ndjson")
+    return join(run_wire(run_dir, side, gt), gt)
 
 
 def _check_alignment(view: WireView, primary: dict[int, PacketRecord], direction: str) -> None:

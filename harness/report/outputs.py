@@ -17,9 +17,14 @@ def write_observation(run_dir: Path, stack_name: str, writes_qlog: bool, cc_fami
     from harness.observe.qlog import read_run
 
     notes: list[str] = embed_secrets(run_dir)
-    if not writes_qlog:
-        return notes + [f"{stack_name} writes no qlog: no traces or plots"]
-    runs = read_run(run_dir, stack_name)
+    if writes_qlog:
+        runs = read_run(run_dir, stack_name)
+    else:
+        wire = wire_only_sender(run_dir, stack_name)
+        if wire is None:
+            return notes + [f"{stack_name} writes no qlog and its capture cannot be decrypted: no traces or plots"]
+        runs = {"server": [wire]}
+        notes.append(f"{stack_name} writes no qlog: its trace and window are derived from the capture")
     traces_dir = run_dir / "traces"
     traces_dir.mkdir(exist_ok=True)
     for vantage, traces in runs.items():
@@ -30,11 +35,33 @@ def write_observation(run_dir: Path, stack_name: str, writes_qlog: bool, cc_fami
                     f.write(json.dumps(e.to_json()) + "\n")
             if trace.partial:
                 notes.append(f"{path.name}: partial ({'; '.join(trace.notes[-1:])})")
-    findings = check_run(run_dir, stack_name)
+    findings = check_run(run_dir, stack_name) if writes_qlog else []
     (run_dir / "qlog-conformance.json").write_text(json.dumps([dataclasses.asdict(f) for f in findings], indent=2, default=str) + "\n")
     if not report_sender(runs, run_dir, run_dir / "report", cc_family_beta) and runs.get("server"):
         notes.append(f"{stack_name}'s log has no congestion window (docs/trace.md): no cwnd plot")
     return notes
+
+
+def wire_only_sender(run_dir: Path, stack_name: str):
+    """The data sender's trace from its side's decrypted capture (sends, ACKs, losses
+    presumed by RFC 9002's thresholds, a lower bound of its window), for a stack that
+    writes no log; None when there is no capture or no key log decrypts it."""
+    from harness.observe.join import run_wire, wire_trace
+    from harness.observe.wire import WireError
+    from harness.verdict.analysis import busiest_connection
+
+    if _direction(run_dir) != "download":
+        return None  # a no-log stack here is a server; an upload's sender is a client
+    try:
+        view = run_wire(run_dir, "server")
+    except (WireError, OSError, ValueError):
+        return None
+    conn = busiest_connection(view, "s2c")
+    if conn is None:
+        return None
+    trace = wire_trace(view, conn, "server", stack_name, losses=True)
+    return dataclasses.replace(trace, notes=[*trace.notes, f"{stack_name} writes no log: every event derived from "
+                                                           "the capture"])
 
 
 def report_sender(runs: dict, run_dir: Path, out_dir: Path, beta: float | None, name: str | None = None) -> dict:
@@ -52,6 +79,8 @@ def report_sender(runs: dict, run_dir: Path, out_dir: Path, beta: float | None, 
         return {}
     sizes = [p.size for p in sender.of(PacketSent) if p.size]
     title = None
+    if "derived from the capture" in " ".join(sender.notes):
+        title = f"{sender.stack} server: window derived from the capture (a lower bound)"
     if _direction(run_dir) == "upload":  # the sender is the client, on the link's server side
         name = name or f"{sender.stack}-client"
         title = f"{sender.stack} client (upload): congestion window over time"

@@ -107,10 +107,27 @@ class Observation:
         from harness.observe.events import PacketSent
         from harness.observe.qlog import read_run
 
+        if not stack.honours.get("qlog") and stack.transport == "udp":
+            return self._wire_only_trace(side, stack)
         traces = read_run(self.out_dir, stack.name).get(side, [])
         if not traces:
             raise Inconclusive(f"{stack.name} left no readable {side} qlog in {self.out_dir}")
         return max(traces, key=lambda t: len(t.of(PacketSent)))
+
+    def _wire_only_trace(self, side: str, stack):
+        """The trace of a QUIC stack that writes no log (a production server): its
+        sends, the ACKs that reached it, losses presumed by RFC 9002's thresholds and
+        a window bound, all from its side's decrypted capture and marked derived. Its
+        dialect logs no capability, so a property that needs the stack's own account
+        (its declared losses, its window) skips before running."""
+        from harness.observe.join import wire_trace
+        from harness.verdict.analysis import busiest_connection
+
+        view = self._wire(side)
+        conn = busiest_connection(view, "s2c" if side == "server" else "c2s")
+        trace = wire_trace(view, conn or 0, side, stack.name, losses=True)
+        return replace(trace, derived=frozenset({"ack_frames", "packet_lost", "congestion_window", "bytes_in_flight"}),
+                       notes=[*trace.notes, f"{stack.name} writes no log: every event derived from the capture"])
 
     @cached_property
     def sender_with_wire(self):
@@ -151,8 +168,10 @@ class Observation:
     def _wire(self, side: str):
         from harness.observe.wire import WireError, read_wire
 
-        pcap, keys = self.out_dir / "pcap" / f"{side}.pcap", self.out_dir / side / "keys.log"
-        if not pcap.exists() or not keys.exists():
+        from harness.observe.join import keylog_of
+
+        pcap, keys = self.out_dir / "pcap" / f"{side}.pcap", keylog_of(self.out_dir, side)
+        if not pcap.exists() or keys is None:
             raise Inconclusive(f"{self.target.id}: no {side} capture or key log in {self.out_dir}")
         flow = self.transfer_flow
         # An upload's QUIC server listens on the link's client side: directions are

@@ -22,6 +22,9 @@ from urllib.parse import urlsplit
 STACK = "aioquic"
 PINNED_VERSION = "1.7.2"
 ALPN = ["hq-interop"]
+# A client also offers HTTP/3 (h3fetch.py), second, for servers that speak nothing
+# else (caddy); a server that speaks both picks hq-interop.
+CLIENT_ALPN = ["hq-interop", "h3"]
 # A server also offers HTTP/3 (h3serve.py), for peers that speak nothing else (browsers).
 SERVER_ALPN = ["hq-interop", "h3"]
 # Clients do not verify the certificate; the name only fills SNI, because an IP
@@ -157,7 +160,7 @@ def make_configuration(s: Settings, native_cc: str, is_client: bool):
 
     config = QuicConfiguration(
         is_client=is_client,
-        alpn_protocols=ALPN if is_client else SERVER_ALPN,
+        alpn_protocols=CLIENT_ALPN if is_client else SERVER_ALPN,
         congestion_control_algorithm=native_cc,
         max_data=s.flow_window,
         max_stream_data=s.flow_window,
@@ -305,9 +308,23 @@ def client_protocol_class():
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             self._pending: dict[int, tuple[asyncio.Future, object, list[int]]] = {}
+            self.h3 = None
+
+        def use_h3(self, authority: str) -> None:
+            """Requests go over HTTP/3 from now on (the server chose h3)."""
+            from h3fetch import H3Client
+
+            self.h3 = H3Client(self._quic, authority, self._loop)
 
         async def fetch(self, name: str, target: Path, applog: AppLog) -> None:
             """Requests /name on a new stream and writes the response to target."""
+            if self.h3 is not None:
+                stream_id, done = self.h3.get(name, target)
+                applog.event("request_start", stream=stream_id, bytes=0)
+                self.transmit()
+                size = await done
+                applog.event("request_done", stream=stream_id, bytes=size)
+                return
             stream_id = self._quic.get_next_available_stream_id()
             target.parent.mkdir(parents=True, exist_ok=True)
             done = self._loop.create_future()
@@ -332,6 +349,11 @@ def client_protocol_class():
             applog.event("request_done", stream=stream_id, bytes=len(body))
 
         def quic_event_received(self, event) -> None:
+            if self.h3 is not None:
+                self.h3.handle(event)
+                if isinstance(event, ConnectionTerminated):
+                    self.h3.fail_all(f"connection closed: {event.reason_phrase}")
+                return
             if isinstance(event, StreamDataReceived) and event.stream_id in self._pending:
                 done, fp, count = self._pending[event.stream_id]
                 if fp is not None:
@@ -378,6 +400,10 @@ async def run_client(s: Settings, applog: AppLog, config) -> None:
     try:
         proto.connect(addr)
         await proto.wait_connected()
+        if proto._quic.tls.alpn_negotiated == "h3":
+            if s.upload:
+                raise Unsupported("uploads speak hq-interop; this server speaks only h3")
+            proto.use_h3(urls[0].netloc)
 
         def one(name: str):
             """The request for `name`: a download to LL_DOWNLOADS, or an upload from LL_WWW."""
