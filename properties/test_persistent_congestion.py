@@ -42,6 +42,7 @@ def _duration_us(trace, before_us: float, rtt_us: float) -> float:
 def test_persistent_congestion_collapses_window(longlook, target, schedule):
     """Once the link has dropped every data packet for longer than the persistent
     congestion duration, the window falls to kMinimumWindow (one datagram of slack)."""
+    outcomes.require(target, "congestion_window")
     with longlook.run(target, schedule, PLAN, timeout_s=60) as obs:
         obs.completed()
         start_us = schedule.phases[1].start_us

@@ -31,6 +31,7 @@ def test_every_window_reduction_has_a_cause(longlook, target, schedule):
     mark, persistent congestion or an idle restart in the ground truth."""
     if target.cc.family not in ("newreno", "cubic"):
         outcomes.not_applicable(f"{target.cc.name} is not loss-based: it may reduce its window without a congestion event")
+    outcomes.require(target, "congestion_window")
     with longlook.run(target, schedule, PLAN) as obs:
         obs.completed()
         try:

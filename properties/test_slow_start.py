@@ -50,6 +50,7 @@ def test_slow_start_ends_on_a_congestion_signal(longlook, target, schedule):
     or a queue at the bottleneck of at least 4 ms."""
     if target.cc.family not in BETA:
         outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}) has no slow start rule here")
+    outcomes.require(target, "congestion_window")
     with longlook.run(target, schedule, PLAN) as obs:
         obs.completed()
         trace = obs.sender
@@ -176,6 +177,7 @@ def test_a_connection_begins_in_slow_start(longlook, target, schedule):
     window and at least four datagrams were acknowledged after."""
     if target.cc.family not in BETA:
         outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}) has no slow start rule here")
+    outcomes.require(target, "congestion_window")
     with longlook.run(target, schedule, PLAN) as obs:
         obs.completed()
         trace = obs.sender

@@ -66,6 +66,7 @@ def test_cwnd_never_below_minimum_window(longlook, target, schedule):
     """RFC 9002 §7.2: the window never falls below kMinimumWindow = 2 ×
     max_datagram_size, whatever the losses — also where it matters most, at the
     collapse after persistent congestion (§7.6.2)."""
+    outcomes.require(target, "congestion_window")
     with longlook.run(target, schedule, FLOOR_PLAN) as obs:
         trace = _sender(obs)
         floor = 2 * analysis.max_datagram(trace)
@@ -88,6 +89,7 @@ def test_one_window_reduction_per_recovery_period(longlook, target, schedule):
     # Reductions are tied to the losses the stack declares: a stack whose qlog has
     # no packet_lost cannot be judged (decided here, never from one run's trace).
     outcomes.require(target, "packet_lost")
+    outcomes.require(target, "congestion_window")
     with longlook.run(target, schedule, PLAN) as obs:
         trace = _sender(obs)
         sent = analysis.send_times(trace)
@@ -119,6 +121,7 @@ def test_recovery_reduces_window_by_beta(longlook, target, schedule):
     beta = BETA.get(target.cc.family)
     if beta is None:
         outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}) has no multiplicative decrease")
+    outcomes.require(target, "congestion_window")
     with longlook.run(target, schedule, PLAN) as obs:
         trace = _sender(obs)
         mss = analysis.max_datagram(trace)
@@ -171,6 +174,7 @@ def test_window_falls_when_recovery_begins(longlook, target, schedule):
     if BETA.get(family) is None:
         outcomes.not_applicable(f"{target.cc.name} ({family}) has no multiplicative decrease")
     outcomes.require(target, "packet_lost")
+    outcomes.require(target, "congestion_window")
     with longlook.run(target, schedule, PLAN) as obs:
         trace = _sender(obs)
         floor = 2 * analysis.max_datagram(trace)

@@ -116,18 +116,31 @@ class Observation:
 
     def _wire_only_trace(self, side: str, stack):
         """The trace of a QUIC stack that writes no log (a production server): its
-        sends, the ACKs that reached it, losses presumed by RFC 9002's thresholds and
-        a window bound, all from its side's decrypted capture and marked derived. Its
+        sends, the ACKs that reached it and losses presumed by RFC 9002's thresholds,
+        from its side's decrypted capture and marked derived. The wire's window and
+        flight estimates are left out: a lower bound judged as the stack's own window
+        would fail the rules that bound it from below (kMinimumWindow, β) on evidence
+        that cannot show it; the report plots them instead (report/outputs.py). Its
         dialect logs no capability, so a property that needs the stack's own account
-        (its declared losses, its window) skips before running."""
+        skips before running, and one that finds no window says it was not exercised."""
+        from harness.observe.events import Metrics
         from harness.observe.join import wire_trace
         from harness.verdict.analysis import busiest_connection
 
         view = self._wire(side)
         conn = busiest_connection(view, "s2c" if side == "server" else "c2s")
         trace = wire_trace(view, conn or 0, side, stack.name, losses=True)
-        return replace(trace, derived=frozenset({"ack_frames", "packet_lost", "congestion_window", "bytes_in_flight"}),
-                       notes=[*trace.notes, f"{stack.name} writes no log: every event derived from the capture"])
+        events = []
+        for e in trace.events:
+            if isinstance(e, Metrics):
+                e = replace(e, congestion_window=None, bytes_in_flight=None)
+                if all(getattr(e, f) is None for f in ("smoothed_rtt_us", "min_rtt_us", "latest_rtt_us",
+                                                       "rtt_variance_us", "pacing_rate_bps", "pto_count")):
+                    continue
+            events.append(e)
+        return replace(trace, events=events, derived=frozenset({"ack_frames", "packet_lost"}),
+                       notes=[*trace.notes, f"{stack.name} writes no log: sends, ACKs and presumed losses from the "
+                                            "capture; no window or flight (the wire gives only a lower bound)"])
 
     @cached_property
     def sender_with_wire(self):
