@@ -7,6 +7,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 # Python endpoints build against the project's interpreter.
 export LL_PYTHON="${LL_PYTHON:-$root/.venv/bin/python}"
-for stack in aioquic tcp picoquic quic-go quiche quinn tquic s2n-quic; do
+for stack in aioquic tcp picoquic quic-go quiche quinn tquic s2n-quic kwik; do
     "$here/$stack/build.sh"
 done

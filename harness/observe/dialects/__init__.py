@@ -11,6 +11,7 @@ from harness.observe.dialects._base import CAPABILITIES, Context, Dialect
 from harness.observe.dialects.aioquic import AioquicDialect
 from harness.observe.dialects.chromium import ChromiumDialect
 from harness.observe.dialects.firefox import FirefoxDialect
+from harness.observe.dialects.kwik import KwikDialect
 from harness.observe.dialects.picoquic import PicoquicDialect
 from harness.observe.dialects.quic_go import QuicGoDialect
 from harness.observe.dialects.quiche import QuicheDialect
@@ -22,7 +23,7 @@ __all__ = ["CAPABILITIES", "Context", "Dialect", "DIALECTS", "get", "of_stack"]
 
 DIALECTS: dict[str, Dialect] = {
     d.stack: d
-    for d in (AioquicDialect(), ChromiumDialect(), FirefoxDialect(), PicoquicDialect(), QuicGoDialect(),
+    for d in (AioquicDialect(), ChromiumDialect(), FirefoxDialect(), KwikDialect(), PicoquicDialect(), QuicGoDialect(),
               QuicheDialect(), QuinnDialect(), S2nQuicDialect(), TquicDialect())
 }
 
