@@ -13,8 +13,10 @@ set -euo pipefail
 # (harness/endpoints/chromium). firefox-esr: headless Firefox (neqo), an endpoint
 # driven over WebDriver BiDi (harness/endpoints/firefox). caddy: a production HTTP/3
 # server, an endpoint (harness/endpoints/caddy) that runs only inside the run's namespaces.
+# ngtcp2-server: ngtcp2's HTTP/3 example server on GnuTLS (gtlsserver), an endpoint
+# (harness/endpoints/ngtcp2).
 PACKAGES=(iproute2 iperf3 cmake libclang-dev graphviz tshark openjdk-17-jre-headless chromium chromium-driver firefox-esr
-          caddy)
+          caddy ngtcp2-server)
 # python3.11-venv: `python3.11 -m venv` with the distribution's interpreter, which
 # the Makefile prefers when it is there (PYTHON_BOOTSTRAP).
 if [ -x /usr/bin/python3.11 ]; then

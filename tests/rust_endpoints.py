@@ -132,12 +132,14 @@ def start_server(run: Path, env: dict[str, str], timeout_s: float = 10.0) -> sub
 
 
 def run_pair(pair: Pair, server_run: Path, client_run: Path, testcase: str = "transfer",
-             common: dict[str, str] | None = None, client_env: dict[str, str] | None = None) -> Pair:
+             common: dict[str, str] | None = None, client_env: dict[str, str] | None = None,
+             server_env: dict[str, str] | None = None) -> Pair:
     """Serves pair.files with server_run, fetches them all with client_run, stops the server."""
     port = free_udp_port()
     common = {"TESTCASE": testcase, **(common or {})}
     server_env = pair.server.env({**common, "LL_ADDR": "127.0.0.1", "LL_PORT": str(port),
-                                  "LL_WWW": str(pair.www), "LL_CERTS": str(pair.root / "certs")})
+                                  "LL_WWW": str(pair.www), "LL_CERTS": str(pair.root / "certs"),
+                                  **(server_env or {})})
     requests = " ".join(f"https://127.0.0.1:{port}/{name}" for name in pair.files)
     env = pair.client.env({**common, "REQUESTS": requests, "LL_DOWNLOADS": str(pair.downloads),
                            **(client_env or {})})

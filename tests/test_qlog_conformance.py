@@ -24,6 +24,7 @@ KNOWN = {
     ("quinn", "cubic"): {"vantage_point", "reference_time", "frames", "ssthresh_sentinel", "rtt_units"},
     ("tquic", "cubic"): {"reference_time", "packet_lost_trigger"},
     ("s2n-quic", "cubic"): {"packet_lost_trigger"},
+    ("ngtcp2", "cubic"): {"packet_lost_trigger"},
 }
 
 

@@ -148,6 +148,17 @@ def test_stack_specific_mapping():
         assert later, f"no ACK of a later packet before the loss of {loss.pn}"
 
 
+def test_ngtcp2_server_trace_is_placed_by_the_link():
+    """ngtcp2 writes reference_time 0 with relative whole-ms times: no clock, so the
+    trace is aligned on the server's first datagram; its losses and window are read."""
+    (trace,) = qlog.read_run(run_dir("ngtcp2", "cubic"), "ngtcp2")["server"]
+    assert trace.stack == "ngtcp2" and trace.notes[0].startswith("clock: link")
+    assert 0 < trace.events[0].t_us < 2_000_000, trace.events[0]
+    assert len(trace.of(ev.PacketLost)) == 6 and all(e.trigger is None for e in trace.of(ev.PacketLost))
+    assert any(m.congestion_window for m in trace.of(ev.Metrics))
+    assert trace.of(ev.PacketAcked) and not trace.of(ev.CongestionState)
+
+
 def test_picoquic_states_need_the_cc():
     q = next((run_dir("picoquic", "newreno") / "server" / "qlog").glob("*"))
     t = qlog.read_trace(q, "picoquic", "server", None)

@@ -19,7 +19,7 @@ from harness import rfc
 
 ENDPOINTS_DIR = Path(__file__).resolve().parent
 #: The fixed stack names (issue 3's interface); order is the display order.
-STACKS = ("aioquic", "picoquic", "quic-go", "quiche", "quinn", "tquic", "s2n-quic", "kwik", "chromium", "firefox", "caddy", "tcp")
+STACKS = ("aioquic", "picoquic", "quic-go", "quiche", "quinn", "tquic", "s2n-quic", "kwik", "chromium", "firefox", "caddy", "ngtcp2", "tcp")
 #: The contract's application protocol (HTTP/0.9 over QUIC), what a caps.json without "alpn" speaks.
 DEFAULT_ALPN = ("hq-interop",)
 

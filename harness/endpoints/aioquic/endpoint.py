@@ -302,19 +302,15 @@ async def run_server(s: Settings, applog: AppLog, config) -> None:
 
 def client_protocol_class():
     from aioquic.asyncio import QuicConnectionProtocol
-    from aioquic.quic.events import ConnectionTerminated, StreamDataReceived, StreamReset
+    from aioquic.quic.events import ConnectionTerminated, ProtocolNegotiated, StreamDataReceived, StreamReset
 
     class ClientProtocol(QuicConnectionProtocol):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             self._pending: dict[int, tuple[asyncio.Future, object, list[int]]] = {}
             self.h3 = None
-
-        def use_h3(self, authority: str) -> None:
-            """Requests go over HTTP/3 from now on (the server chose h3)."""
-            from h3fetch import H3Client
-
-            self.h3 = H3Client(self._quic, authority, self._loop)
+            #: The :authority of h3 requests (set before connecting).
+            self.authority = ""
 
         async def fetch(self, name: str, target: Path, applog: AppLog) -> None:
             """Requests /name on a new stream and writes the response to target."""
@@ -349,6 +345,12 @@ def client_protocol_class():
             applog.event("request_done", stream=stream_id, bytes=len(body))
 
         def quic_event_received(self, event) -> None:
+            if isinstance(event, ProtocolNegotiated) and event.alpn_protocol == "h3":
+                # From the first event on: the server's control and QPACK streams
+                # follow the handshake at once, and HTTP/3 must see them.
+                from h3fetch import H3Client
+
+                self.h3 = H3Client(self._quic, self.authority, self._loop)
             if self.h3 is not None:
                 self.h3.handle(event)
                 if isinstance(event, ConnectionTerminated):
@@ -398,12 +400,11 @@ async def run_client(s: Settings, applog: AppLog, config) -> None:
     transport, proto = await loop.create_datagram_endpoint(
         lambda: client_protocol_class()(QuicConnection(configuration=config)), sock=sock)
     try:
+        proto.authority = urls[0].netloc
         proto.connect(addr)
         await proto.wait_connected()
-        if proto._quic.tls.alpn_negotiated == "h3":
-            if s.upload:
-                raise Unsupported("uploads speak hq-interop; this server speaks only h3")
-            proto.use_h3(urls[0].netloc)
+        if proto.h3 is not None and s.upload:
+            raise Unsupported("uploads speak hq-interop; this server speaks only h3")
 
         def one(name: str):
             """The request for `name`: a download to LL_DOWNLOADS, or an upload from LL_WWW."""

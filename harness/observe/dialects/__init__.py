@@ -12,6 +12,7 @@ from harness.observe.dialects.aioquic import AioquicDialect
 from harness.observe.dialects.chromium import ChromiumDialect
 from harness.observe.dialects.firefox import FirefoxDialect
 from harness.observe.dialects.kwik import KwikDialect
+from harness.observe.dialects.ngtcp2 import Ngtcp2Dialect
 from harness.observe.dialects.picoquic import PicoquicDialect
 from harness.observe.dialects.quic_go import QuicGoDialect
 from harness.observe.dialects.quiche import QuicheDialect
@@ -23,7 +24,7 @@ __all__ = ["CAPABILITIES", "Context", "Dialect", "DIALECTS", "get", "of_stack"]
 
 DIALECTS: dict[str, Dialect] = {
     d.stack: d
-    for d in (AioquicDialect(), ChromiumDialect(), FirefoxDialect(), KwikDialect(), PicoquicDialect(), QuicGoDialect(),
+    for d in (AioquicDialect(), ChromiumDialect(), FirefoxDialect(), KwikDialect(), Ngtcp2Dialect(), PicoquicDialect(), QuicGoDialect(),
               QuicheDialect(), QuinnDialect(), S2nQuicDialect(), TquicDialect())
 }
 

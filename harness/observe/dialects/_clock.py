@@ -118,7 +118,9 @@ def _wall_reference_us(meta: dict[str, Any], unit: float) -> float | None:
 def _mono_reference_us(meta: dict[str, Any], header: dict[str, Any], unit: float) -> float | None:
     """The CLOCK_MONOTONIC µs of the time origin, if the qlog (or our description field) states one."""
     value = _number(_reference(meta))
-    if value is not None and value * unit <= EPOCH_MIN_US:
+    # 0 names no clock (ngtcp2 writes reference_time 0 with relative times): a
+    # CLOCK_MONOTONIC origin of 0 would be the boot instant.
+    if value is not None and 0 < value * unit <= EPOCH_MIN_US:
         return value * unit
     for d in (meta, header):
         m = _MONO_DESC.search(str(d.get("description", "")))
