@@ -12,7 +12,7 @@ the wire alone, for stacks without qlog).
 from __future__ import annotations
 
 import bisect
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -90,6 +90,13 @@ def join(view: WireView, gt: GroundTruth) -> Join:
             if q.pn is not None:
                 packets.append(_fate(d, q, r, r is not None and r.idx in dup, reorder, base, direction))
     return Join(direction, packets, sum(per_flow.values()), dict(per_flow))
+
+
+def busiest_connection(view: WireView, direction: str = "s2c") -> int | None:
+    """The connection that sent the most datagrams in `direction` (the transfer's),
+    or None when the capture shows none."""
+    counts = Counter(d.conn for d in view.datagrams if d.direction == direction and d.conn is not None)
+    return counts.most_common(1)[0][0] if counts else None
 
 
 def keylog_of(run_dir: Path, side: str) -> Path | None:

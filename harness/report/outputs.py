@@ -46,9 +46,8 @@ def wire_only_sender(run_dir: Path, stack_name: str):
     """The data sender's trace from its side's decrypted capture (sends, ACKs, losses
     presumed by RFC 9002's thresholds, a lower bound of its window), for a stack that
     writes no log; None when there is no capture or no key log decrypts it."""
-    from harness.observe.join import run_wire, wire_trace
+    from harness.observe.join import busiest_connection, run_wire, wire_trace
     from harness.observe.wire import WireError
-    from harness.verdict.analysis import busiest_connection
 
     if _direction(run_dir) != "download":
         return None  # a no-log stack here is a server; an upload's sender is a client

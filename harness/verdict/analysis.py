@@ -8,11 +8,11 @@ clock), so the same properties run on every stack, later also in virtual time.
 from __future__ import annotations
 
 import bisect
-from collections import Counter
 from dataclasses import dataclass
 
 from harness.schedule import Flow
 from harness.observe.events import CongestionState, Metrics, PacketAcked, PacketLost, PacketSent, PtoExpired, Trace
+from harness.observe.join import busiest_connection  # noqa: F401  (properties read it from here)
 # The detection lives beside the cause attribution (harness/observe/reductions.py);
 # re-exported so properties keep one import.
 from harness.observe.reductions import (  # noqa: F401
@@ -131,13 +131,6 @@ class AckSeen:
     def gives_sample(self) -> bool:
         """RFC 9002 §5.1: an RTT sample is taken from this frame (new largest, ack-eliciting)."""
         return self.new_largest and self.eliciting and self.sample_us is not None
-
-
-def busiest_connection(view, direction: str = "s2c") -> int | None:
-    """The connection that sent the most datagrams in `direction` (the transfer's),
-    or None when the capture shows none."""
-    counts = Counter(d.conn for d in view.datagrams if d.direction == direction and d.conn is not None)
-    return counts.most_common(1)[0][0] if counts else None
 
 
 def handshake_done_at(view, direction: str = "s2c") -> float:

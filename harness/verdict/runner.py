@@ -125,7 +125,7 @@ class Observation:
         skips before running, and one that finds no window says it was not exercised."""
         from harness.observe.events import Metrics
         from harness.observe.join import wire_trace
-        from harness.verdict.analysis import busiest_connection
+        from harness.observe.join import busiest_connection
 
         view = self._wire(side)
         conn = busiest_connection(view, "s2c" if side == "server" else "c2s")
