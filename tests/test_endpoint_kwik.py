@@ -19,6 +19,14 @@ class TestKwik(EndpointContract):
     KEYLOG_ROLES = ("client",)
     REQUIRE_ACKED = False
 
+    def _check(self, pair, cc=None, sides=("server", "client"), require_acked=True):
+        """The contract's checks, with F63 (docs/findings.md) told apart: a client that
+        waited out its idle timeout for a response kwik's server stopped sending is the
+        recorded deviation; any other failure fails."""
+        if pair.client_rc != 0 and "StreamClosedException: Connection closed" in pair.client_err:
+            pytest.xfail("F63: kwik 0.10.8's server stopped sending a response with its window open")
+        super()._check(pair, cc, sides, require_acked)
+
     def test_appidle_logs_think_time(self, tmp_path):
         """As the contract's, with kwik's known stall (F63, docs/findings.md) told apart:
         the server wrote every response into its stream and logged it, yet the client

@@ -30,6 +30,15 @@ def longlook(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, check=False)
 
 
+#: Recorded findings that end a transfer (docs/findings.md): the stack → (the failure's
+#: own words in the run's output, the finding). Only that failure is an expected one.
+KNOWN_STALLS = {
+    "kwik": ("StreamClosedException: Connection closed",
+             "F63: kwik 0.10.8's server stopped sending a response with its window open; the client's idle "
+             "timeout closed the connection"),
+}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("stack", endpoints.STACKS)
 def test_transfer_completes_through_a_lossy_link(netns_ready, stack, tmp_path):
@@ -44,6 +53,9 @@ def test_transfer_completes_through_a_lossy_link(netns_ready, stack, tmp_path):
     out = tmp_path / stack
     r = longlook("transfer", "--impl", stack, "--bytes", "2MB", "--rate", "50mbit", "--rtt", "40ms",
                  "--loss", "0.01", "--out", str(out), *(["--direction", "upload"] if upload else []))
+    known = KNOWN_STALLS.get(stack)
+    if r.returncode != 0 and known and known[0] in r.stdout + r.stderr:
+        pytest.xfail(known[1])
     assert r.returncode == 0, f"{stack}: {r.stdout}{r.stderr}"
     result = json.loads((out / "result.json").read_text())
     assert result["ok"] and result["bytes"] == 2_000_000
