@@ -5,6 +5,7 @@ it found is kept here as regression cases."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -22,7 +23,9 @@ def test_every_target_runs_its_corpus_and_mutations_cleanly(name):
     argv = [sys.executable, "tests/fuzz/inputs.py", name, "--runs", "300", "--no-save"]
     r = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, check=False)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "Done 300 runs" in r.stderr
+    # libFuzzer counts a run of the seed corpus's load too at times ("Done 301 runs").
+    done = re.search(r"Done (\d+) runs", r.stderr)
+    assert done and int(done.group(1)) >= 300, r.stderr[-3000:]
 
 
 def test_a_record_of_the_wrong_shape_is_one_error_naming_the_file_and_field(tmp_path):
