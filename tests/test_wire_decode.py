@@ -65,9 +65,10 @@ def test_every_packet_is_decrypted(stack, side):
     view = load(stack, side)
     assert view.notes == [] and view.undecrypted == 0
     one_rtt = [p for d in view.datagrams for p in d.packets if p.kind == "1rtt"]
-    # Not vacuous: the server sent ~160 1-RTT packets; a client sends one per ACK, and
-    # s2n-quic's client acknowledges each batch of datagrams it reads at once (25 here).
-    assert len(one_rtt) == short_header_packets(FIXTURES / stack / "pcap" / f"{side}.pcap") > 20
+    # Not vacuous: over 50 each, except s2n-quic's client, which acknowledges each batch
+    # of datagrams it reads at once (25 ACK packets for ~160 data packets here).
+    floor = 20 if (stack, side) == ("s2n-quic", "client") else 50
+    assert len(one_rtt) == short_header_packets(FIXTURES / stack / "pcap" / f"{side}.pcap") > floor
     assert all(p.pn is not None and p.frames and p.error is None for p in one_rtt)
     view.check()
 
