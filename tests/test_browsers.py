@@ -6,6 +6,7 @@ built here, in the shape Chromium 156 writes (event names as its constants give 
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import shutil
@@ -164,6 +165,20 @@ def _no_browser_left(out: Path):
     assert not left.strip(), f"processes of the run outlived it: {left}"
 
 
+def _log_clock_is_the_links(trace, arrivals_us: list[float]) -> None:
+    """The log's sends sit on the link's clock. Not late: the link saw nothing of the
+    sender before the log's first send. Not early: some flight's first send (one 10 ms
+    or more after the one before) met the link within 3 ms. One flight, not every one:
+    on a loaded machine a browser's write can trail its log by 10 ms (the first
+    Initial, while the browser is still starting up)."""
+    sends = [p.t_us for p in trace.of(PacketSent)]
+    arrivals = sorted(arrivals_us)
+    assert arrivals[0] >= sends[0], f"the link saw the sender at {arrivals[0]} µs, before its log's first send"
+    starts = [t for before, t in zip([float("-inf"), *sends], sends) if t - before >= 10_000][:4]
+    lags = [arrivals[i] - t for t in starts if (i := bisect.bisect_left(arrivals, t)) < len(arrivals)]
+    assert lags and min(lags) < 3_000, f"no flight's first send met the link within 3 ms: {lags} µs"
+
+
 @pytest.mark.netns
 @pytest.mark.parametrize("browser", ["chromium", "firefox"])
 def test_a_browser_uploads_through_a_lossy_link_and_its_log_is_its_trace(netns_ready, tmp_path, browser):
@@ -188,9 +203,7 @@ def test_a_browser_uploads_through_a_lossy_link_and_its_log_is_its_trace(netns_r
     link = [json.loads(line) for line in (out / "link.ndjson").read_text().splitlines()[1:]]
     flows = {r["flow"] for r in link if "flow" in r}
     assert len(flows) == 2, f"the transfer's flow only, each way: no background traffic crossed the link: {flows}"
-    first = next(r for r in link if r.get("dir") == "s2c")
-    assert 0 <= first["arr_us"] - trace.of(PacketSent)[0].t_us < 3_000, \
-        "the log's first send sits just before the link saw it"
+    _log_clock_is_the_links(trace, [r["arr_us"] for r in link if r.get("dir") == "s2c"])
     windows = [m.congestion_window for m in trace.of(Metrics) if m.congestion_window]
     if browser == "chromium":  # its NetLog has no window: no plot, and it says so
         assert not windows and "no cwnd plot" in r.stdout

@@ -123,3 +123,39 @@ def test_the_kernel_tcp_baseline_always_runs_locally(monkeypatch, env):
         assert not docker_backend.runs_locally(docker_backend.load_for_run("aioquic"))
     else:
         assert docker_backend.load_for_run("aioquic").command is not None
+
+
+def _failed(tmp_path: Path, fates: list[tuple[str, str, str | None]]) -> Observation:
+    """A failed transfer whose link log holds `fates` (direction, fate, reason) in order."""
+    records = []
+    for i, (direction, fate, reason) in enumerate(fates):
+        sport, dport = (443, 5000) if direction == "s2c" else (5000, 443)
+        r = _record(direction, f"udp {direction}", "udp", sport, dport) | {"idx": i, "fidx": i, "arr_us": 1e6 * i}
+        if fate != "delivered":
+            r |= {"fate": fate, "reason": reason, "dep_us": None}
+        records.append(r)
+    _log(tmp_path, records)
+    obs = _observation(tmp_path, Flow("udp", "server", "193.167.100.100", 443))
+    obs.result.ok, obs.result.reason = False, "client exited with 1: Idle timeout"
+    return obs
+
+
+def test_a_transfer_the_link_cut_off_to_the_end_is_inconclusive_never_a_deviation(tmp_path):
+    from harness.run import Inconclusive
+
+    cut = [("s2c", "delivered", None), ("c2s", "delivered", None)] + [("s2c", "dropped", "loss_ge")] * 4
+    with pytest.raises(Inconclusive, match=r"dropped all 4 datagrams of the transfer, either way, from 2.00 s"):
+        _failed(tmp_path, cut).completed()
+
+
+@pytest.mark.parametrize("fates", [
+    [("s2c", "dropped", "loss_ge")] * 4 + [("c2s", "delivered", None)],  # an ACK got through last
+    [("s2c", "delivered", None)] + [("s2c", "dropped", "loss_iid")] * 2,  # two drops: an endpoint's last word
+    [("s2c", "delivered", None)] + [("s2c", "dropped", "malformed")] * 4,  # the stack's own doing
+    [("s2c", "delivered", None), ("c2s", "delivered", None)],  # a stall: nothing dropped at all
+], ids=["news-got-through", "two-drops", "malformed", "stall"])
+def test_a_failed_transfer_the_link_did_not_cut_off_is_a_deviation(tmp_path, fates):
+    from harness.verdict.deviation import Deviation
+
+    with pytest.raises(Deviation, match="transfer failed"):
+        _failed(tmp_path, fates).completed()

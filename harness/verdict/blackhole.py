@@ -55,3 +55,28 @@ def probe_datagrams(obs, schedule):
                 continue
             out.append(d)
     return out, quiet_from
+
+
+#: Datagrams in a row the link must have dropped, and nothing delivered after, before
+#: a failed transfer is put down to the link: one or two drops at the end are an
+#: endpoint's last word lost, not a cut-off it had to live through.
+DARK_TAIL_DROPS = 3
+
+
+def dark_tail(records) -> tuple[float, int] | None:
+    """(since_us, dropped) when the link delivered nothing of the transfer's flow,
+    either way, from the datagram that entered at since_us to the end of its log, and
+    dropped the `dropped` (at least DARK_TAIL_DROPS) datagrams the endpoints sent into
+    that stretch; else None. A schedule's random loss can do that (a Gilbert-Elliott
+    bad state that lasts), and then an idle timeout ends the connection as RFC 9000
+    §10.1 has it: a failed transfer says nothing about the stack. A drop of the
+    stack's own making (a malformed datagram) never counts as the link's."""
+    dropped = 0
+    since = None
+    for r in sorted(records, key=lambda r: r.arr_us, reverse=True):
+        if r.fate in ("delivered", "duplicate") or (r.fate == "dropped" and r.reason == "malformed"):
+            break
+        if r.fate == "dropped":
+            dropped += 1
+            since = r.arr_us
+    return (since, dropped) if dropped >= DARK_TAIL_DROPS else None

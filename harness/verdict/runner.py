@@ -41,6 +41,7 @@ from harness.observe.groundtruth import GroundTruth, read_log
 from harness.run import Example, Inconclusive, RealTimeOnly, Target, mode_for, provenance, run_example
 from harness.schedule import Flow, Schedule, TransferPlan
 from harness.verdict.analysis import transfer_records, transfer_share
+from harness.verdict.blackhole import dark_tail
 from harness.verdict.deviation import check
 from harness.verdict.outcomes import Ledger, NotExercised, Undecided
 
@@ -69,7 +70,17 @@ class Observation:
     def completed(self) -> None:
         """Fails the example with the deviation "transfer-failed" unless the transfer
         completed: a property judges a completed run, and a finding about something
-        else never absorbs a stall."""
+        else never absorbs a stall. A run whose link dropped everything, either way,
+        from some point to its end is inconclusive instead (blackhole.dark_tail)."""
+        if not self.result.ok and self.result.transfer is not None:
+            flow = self.result.transfer
+            both = transfer_records(self.ground_truth.records, flow, "s2c") + \
+                transfer_records(self.ground_truth.records, flow, "c2s")
+            dark = dark_tail(both)
+            if dark:  # the link cut the endpoints off for good: no stack could finish
+                raise Inconclusive(
+                    f"{self.target.id}: the link dropped all {dark[1]} datagrams of the transfer, either way, "
+                    f"from {dark[0] / 1e6:.2f} s to the end of the run ({self.result.reason})")
         check(self.result.ok, "transfer-failed", f"{self.target.id}: transfer failed: {self.result.reason}",
               reason=str(self.result.reason))
 
