@@ -41,8 +41,10 @@ class _CC:
 
 
 class _Target:
-    def __init__(self, stack="aioquic", version="1.7.2", cc="newreno", family="newreno", beta=0.5):
+    def __init__(self, stack="aioquic", version="1.7.2", cc="newreno", family="newreno", beta=0.5, peer=None,
+                 direction="download"):
         self.stack, self.cc = _Stack(stack, version), _CC(cc, family, beta)
+        self.peer, self.direction = (_Stack(peer, "1") if peer else None), direction
 
 
 def _report(prop=PROP, case="aioquic-newreno", outcome="passed", longrepr=None, when="call", **extra):
@@ -290,12 +292,15 @@ def test_the_matrix_shows_outcomes_and_judged_counts(tmp_path, monkeypatch):
 
     # Every page's links resolve, and no page loads anything from a network.
     pages = sorted(out.rglob("*.html"))
-    assert len(pages) == 5 + 5  # index, findings, coverage, model, reproductions; a page per cell
+    assert len(pages) == 6 + 5  # index, pairs, findings, coverage, model, reproductions; a page per cell
     for page in pages:
         assert "http://" not in page.read_text() and "https://" not in page.read_text(), page
         for ref in _parse(page).refs:
             target = ref.split("#")[0]
-            assert target and (page.parent / target).exists(), f"{page}: {ref}"
+            if not target:  # an anchor on the same page
+                assert f'id="{ref[1:]}"' in page.read_text(), f"{page}: {ref}"
+                continue
+            assert (page.parent / target).exists(), f"{page}: {ref}"
 
     f4 = next(p for p in pages if p.name.startswith("no_window_growth") and "newreno" in p.name)
     body = f4.read_text()
@@ -313,6 +318,37 @@ def test_the_matrix_shows_outcomes_and_judged_counts(tmp_path, monkeypatch):
     assert 'id="F4"' in findings and "F4 — aioquic grows its window while application-limited" in findings
     cov = (out / "coverage.html").read_text()
     assert "9002-7.2-minimum-window" in cov and "aioquic-newreno" in cov and "quinn-cubic" in cov
+
+
+def test_the_pairs_page_is_a_client_by_server_grid_judging_the_sender(tmp_path):
+    records = [
+        _record(case="aioquic-newreno", ledger=Ledger(judged=4)),
+        _record(case="aioquic-newreno-upload-to-tquic", outcome="failed", exc=deviation("beta", "cut to 0.5"),
+                target=_Target("aioquic", peer="tquic", direction="upload")),
+        _record(APP, "quinn-cubic-to-quiche", target=_Target("quinn", cc="cubic", family="cubic", peer="quiche")),
+        _record(APP, "quinn-cubic", outcome="skipped", wasxfail="F9: something",
+                target=_Target("quinn", cc="cubic", family="cubic", peer="quiche")),
+    ]
+    assert (records[1]["peer"], records[1]["direction"]) == ("tquic", "upload")
+    old = dict(records[0])  # a record written before peer and direction were kept
+    del old["peer"], old["direction"]
+    records.append(old)
+    build_site(records, tmp_path / "site")
+    page = tmp_path / "site" / "pairs.html"
+    grid = _parse(page)
+    squares = [t for c, t in grid.cells if c.startswith("cell")]
+    # clients aioquic and quiche; servers aioquic, quinn, tquic: three pairs met, three not.
+    assert sum(c == "none" for c, _ in grid.cells) == 3
+    assert "passed ↓ server sends: 2 passed · 8 judged" in squares  # aioquic with itself; the old record too
+    assert "failed ↑ client sends: 1 failed · 4 judged" in squares  # the upload judges aioquic's client
+    assert "expected failure ↓ server sends: 1 expected failure, 1 passed · 6 judged" in squares
+    text = page.read_text()
+    assert "quiche client · quinn server" in text and "aioquic client · tquic server" in text
+    assert "tquic client" not in text  # tquic only served
+    for ref in grid.refs:
+        target = ref.split("#")[0]
+        assert (page.parent / target).exists() if target else f'id="{ref[1:]}"' in text, ref
+    assert 'href="pairs.html"' in (tmp_path / "site" / "index.html").read_text()
 
 
 def test_coverage_reads_records_as_the_junit_table_does():

@@ -98,7 +98,8 @@ def page(title: str, body: str, *, depth: int = 0) -> str:
     """A whole page; `depth` is how many directories below the site's root it is."""
     up = "../" * depth
     nav = " ".join(link(f"{up}{href}", text) for href, text in
-                   (("index.html", "matrix"), ("findings.html", "findings"), ("coverage.html", "requirements"),
+                   (("index.html", "matrix"), ("pairs.html", "client × server"), ("findings.html", "findings"),
+                    ("coverage.html", "requirements"),
                     ("model.html", "model"), ("reproductions.html", "reproductions")))
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<title>{esc(title)}</title><link rel="stylesheet" href="{up}style.css"></head>\n'

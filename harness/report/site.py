@@ -11,6 +11,8 @@
                     and the failing example's cwnd plot and state diagram
     findings.html   the recorded findings the run met, with docs/findings.md's text
     coverage.html   the requirement catalogue with a column per stack-controller
+    pairs.html      the client × server grid: the cases between each two stacks, by
+                    which side sent and was judged (harness/report/pairs.py)
     style.css       the only resource the pages load
 """
 
@@ -133,6 +135,9 @@ def build_site(records: list[dict], out: Path, *, sources: list[tuple[str, int]]
     from harness.report.reproduction import write_page
 
     made["reproductions"] = write_page(out, reproductions, made["notes"])
+    from harness.report.pairs import write_pairs
+
+    made["pairs"] = write_pairs(out, cells)
     (out / "index.html").write_text(_index(cells, sections, sources, changes, modelled))
     (out / "findings.html").write_text(_findings(cells, doc, findings_doc, out))
     (out / "coverage.html").write_text(_coverage(coverage))

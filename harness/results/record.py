@@ -23,7 +23,7 @@ from harness.results import FORMAT
 
 #: The fields of a record, in the order they are written.
 FIELDS = ("format", "property", "nodeid", "requirements", "sections", "stack", "version", "cc", "family", "beta",
-          "case", "mode", "mode_option", "backend", "outcome", "reason", "finding", "examples", "deviations", "verdict",
+          "peer", "direction", "case", "mode", "mode_option", "backend", "outcome", "reason", "finding", "examples", "deviations", "verdict",
           "artifacts", "schedule", "replay", "duration_s", "phase", "worker", "finished")
 #: How many lines of the verdict text a record keeps, and how long each may be.
 VERDICT_LINES, LINE_CHARS = 12, 300
@@ -51,6 +51,10 @@ def build(report, exc: BaseException | None, *, prop: str, case: str | None, tar
         "cc": getattr(cc, "name", None),
         "family": getattr(cc, "family", None),
         "beta": getattr(cc, "beta", None),
+        # The judged stack is the data's sender; its peer (None: the same stack) is the
+        # receiver, and the direction says which of them is the client.
+        "peer": getattr(getattr(target, "peer", None), "name", None),
+        "direction": getattr(target, "direction", None) if target is not None else None,
         "case": case,
         "mode": mode,
         "mode_option": mode_option,

@@ -16,7 +16,7 @@ import fcntl
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -92,6 +92,8 @@ class _Record(msgspec.Struct):
     cc: str | None = None
     family: str | None = None
     beta: float | None = None
+    peer: str | None = None
+    direction: Literal["download", "upload"] | None = None
     case: str | None = None
     mode: str | None = None
     mode_option: str | None = None
