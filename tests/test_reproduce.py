@@ -84,7 +84,7 @@ def _fake(calls: list):
 
 def test_a_second_sweep_runs_nothing_and_an_interrupted_one_resumes(tmp_path):
     e = experiments.EXPERIMENTS["qir-goodput"]
-    todo = sweep.plan(e, [("aioquic", "newreno")], 3, (10,))
+    todo = sweep.plan(e, [("aioquic", "newreno", None)], 3, (10,))
     calls: list = []
     # Interrupted after the second run: the first two are on disk, the third is not.
     interrupted = _fake(calls)
@@ -111,9 +111,21 @@ def test_a_second_sweep_runs_nothing_and_an_interrupted_one_resumes(tmp_path):
     assert len(sweep.done(tmp_path / "runs.ndjson")) == 3
 
 
+def test_a_browser_client_is_its_own_column_and_its_own_cache_key(tmp_path):
+    e = experiments.EXPERIMENTS["connectify-loss"]
+    todo = sweep.plan(e, [("aioquic", "newreno", None), ("aioquic", "newreno", "chromium")], 1, (0,))
+    assert todo[0].key(e) == "connectify-loss|aioquic-newreno|0|0|10000000"  # as before peers were kept
+    assert todo[1].key(e) == "connectify-loss|aioquic-newreno-to-chromium|0|0|10000000"
+    records = sweep.sweep(e, todo, tmp_path, _fake([]))
+    assert [r.get("peer") for r in records] == [None, "chromium"]
+    cells = table.summarise(e, records)
+    assert set(cells) == {(0, "aioquic-newreno"), (0, "aioquic-newreno-to-chromium")}
+    assert "aioquic-newreno-to-chromium" in table.markdown(e, records)
+
+
 def test_the_table_puts_medians_beside_the_published_columns(tmp_path):
     e = experiments.EXPERIMENTS["connectify-loss"]
-    todo = sweep.plan(e, [("aioquic", "newreno"), ("bad", "cubic")], 3, (0, 1))
+    todo = sweep.plan(e, [("aioquic", "newreno", None), ("bad", "cubic", None)], 3, (0, 1))
     records = sweep.sweep(e, todo, tmp_path, _fake([]))
     text = table.markdown(e, records)
     row0 = next(line for line in text.splitlines() if line.startswith("| 0 |"))
@@ -134,6 +146,9 @@ def test_the_table_puts_medians_beside_the_published_columns(tmp_path):
     (["reproduce", "connectify-loss", "--runs", "0", "--out", "X"], "--runs 0"),
     (["reproduce", "connectify-loss"], "--out DIR is required"),
     (["reproduce"], "name an experiment"),
+    (["reproduce", "connectify-loss", "--client", "caddy", "--out", "X"], "caddy is a server only"),
+    (["reproduce", "connectify-loss", "--client", "chromium", "--mode", "virtual", "--out", "X"],
+     "a pair with another client runs in real time"),
 ])
 def test_bad_arguments_say_what_to_fix(argv, says, capsys, tmp_path):
     argv = [str(tmp_path / "out") if a == "X" else a for a in argv]
@@ -246,7 +261,7 @@ def test_the_objects_table_tells_sequential_from_round_robin(tmp_path):
 
 def test_the_reports_reproductions_page(tmp_path):
     e = experiments.EXPERIMENTS["connectify-loss"]
-    sweep.sweep(e, sweep.plan(e, [("aioquic", "newreno")], 2, (0, 1)), tmp_path / "cl", _fake([]))
+    sweep.sweep(e, sweep.plan(e, [("aioquic", "newreno", None)], 2, (0, 1)), tmp_path / "cl", _fake([]))
     (tmp_path / "site").mkdir()
     notes: list = []
     assert table.write_page(tmp_path / "site", [tmp_path / "cl"], notes) == 1

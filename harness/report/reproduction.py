@@ -50,7 +50,8 @@ def summarise(e: Experiment, records: list[dict]) -> dict[tuple[float, str], dic
     """(x, "stack-cc") → cell."""
     groups: dict[tuple[float, str], list[dict]] = {}
     for r in records:
-        groups.setdefault((r["x"], f"{r['stack']}-{r['cc']}"), []).append(r)
+        label = f"{r['stack']}-{r['cc']}" + (f"-to-{r['peer']}" if r.get("peer") else "")
+        groups.setdefault((r["x"], label), []).append(r)
     return {k: _cells(v) for k, v in groups.items()}
 
 

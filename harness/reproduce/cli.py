@@ -18,6 +18,9 @@ def add_parser(sub) -> None:
     rp.add_argument("experiment", nargs="?", help="the experiment (see --list)")
     rp.add_argument("--list", action="store_true", help="list the experiments and their conditions")
     rp.add_argument("--impl", action="append", help=f"a stack (repeatable; default: {', '.join(DEFAULT_IMPLS)})")
+    rp.add_argument("--client", metavar="STACK",
+                    help="the client every --impl's server sends to: chromium or firefox fetch as the studies' "
+                         "browsers did (real time); default each stack's own client")
     rp.add_argument("--cc", help="the controller for every --impl (default: the study's where a stack has it, "
                                  "else each stack's own)")
     rp.add_argument("--runs", type=int, help="runs per point (default: the experiment's; --quick: 1)")
@@ -56,7 +59,7 @@ def run(a: argparse.Namespace, progress):
     Raises experiments.ExperimentError, StackError or UnitError for bad input (the
     caller prints them); the caller renders the table (harness/report/reproduction.py)."""
     from harness import virtual
-    from harness.endpoints import StackError
+    from harness.endpoints import StackError, receiver
     from harness.schedule.units import UnitError
     from harness.testbed.docker_backend import load_for_run
 
@@ -77,18 +80,28 @@ def run(a: argparse.Namespace, progress):
             why = "runs kernel TCP flows" if not e.real_time else "measures CPU per side"
             raise UnitError(f"--mode virtual: {e.name} {why}, which only real time can")
         mode = "real"
+    if a.client and mode == "virtual":
+        raise UnitError(f"--mode virtual --client {a.client}: virtual time runs a stack with itself; "
+                        "a pair with another client runs in real time (drop --mode virtual)")
     mode_of = _mode_of(mode)
+    client = load_for_run(a.client) if a.client else None
+    if client is not None and not client.is_built():
+        raise StackError(f"{a.client} is not built; run `make setup`")
     targets = []
     for name in a.impl or DEFAULT_IMPLS:
         stack = load_for_run(name)
         if not stack.is_built():
             raise StackError(f"{name} is not built; run `make setup`")
+        # A download from `stack`'s server to the named client (StackError where the
+        # two cannot pair, naming the fix); None is the stack with itself.
+        peer = receiver(stack, client, "download")
         try:
-            mode_of(name)
+            for end in (name, *([peer.label] if peer else [])):
+                mode_of(end)
         except virtual.RealTimeOnly as err:
             raise StackError(f"--mode virtual: {err}") from None
         cc = a.cc or (e.cc if e.cc in stack.cc else None)
-        targets.append((name, stack.resolve_cc(cc).name))
+        targets.append((name, stack.resolve_cc(cc).name, peer.label if peer else None))
     xs = e.quick if a.quick else tuple(p.x for p in e.points)
     todo = sweep.plan(e, targets, runs, xs)
     records = sweep.sweep(e, todo, a.out, sweep.local_transfer(e, mode_of), progress=progress, keep=a.keep)

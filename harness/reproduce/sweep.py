@@ -34,9 +34,16 @@ class Run:
     cc: str
     point: Point
     index: int
+    #: The client the stack's server sends to, where not its own (a browser, say).
+    peer: str | None = None
+
+    @property
+    def target(self) -> str:
+        """The stack-controller, and its client where another stack's (Target.id's shape)."""
+        return f"{self.stack}-{self.cc}" + (f"-to-{self.peer}" if self.peer else "")
 
     def key(self, e: Experiment) -> str:
-        return f"{e.name}|{self.stack}-{self.cc}|{self.point.x:g}|{self.index}|{size_of(e, self.point)}"
+        return f"{e.name}|{self.target}|{self.point.x:g}|{self.index}|{size_of(e, self.point)}"
 
 
 def size_of(e: Experiment, p: Point) -> int:
@@ -84,8 +91,9 @@ def done(path: Path) -> dict[str, dict]:
     return out
 
 
-def plan(e: Experiment, targets: list[tuple[str, str]], runs: int, xs: tuple[float, ...]) -> list[Run]:
-    return [Run(stack, cc, e.point(x), i) for stack, cc in targets for x in xs for i in range(runs)]
+def plan(e: Experiment, targets: list[tuple[str, str, str | None]], runs: int, xs: tuple[float, ...]) -> list[Run]:
+    """The runs of (stack, controller, client or None) targets at the points `xs`."""
+    return [Run(stack, cc, e.point(x), i, peer) for stack, cc, peer in targets for x in xs for i in range(runs)]
 
 
 def sweep(e: Experiment, todo: list[Run], out: Path, transfer: Callable[[Run, Path], dict],
@@ -107,7 +115,8 @@ def sweep(e: Experiment, todo: list[Run], out: Path, transfer: Callable[[Run, Pa
                 if rundir.exists():
                     shutil.rmtree(rundir)  # an interrupted run's leftovers: it starts afresh
                 started = time.time()
-                rec = {"key": key, "experiment": e.name, "stack": run.stack, "cc": run.cc, "x": run.point.x,
+                rec = {"key": key, "experiment": e.name, "stack": run.stack, "cc": run.cc,
+                       **({"peer": run.peer} if run.peer else {}), "x": run.point.x,
                        "run": run.index, "size_bytes": size_of(e, run.point), **transfer(run, rundir),
                        "wall_s": round(time.time() - started, 3), "date": time.strftime("%Y-%m-%d")}
                 f.write(json.dumps(rec) + "\n")
@@ -136,14 +145,16 @@ def local_transfer(e: Experiment, mode_of: Callable[[str], str]) -> Callable[[Ru
         tp = TransferPlan(sizes=sizes, testcase="multiplexing" if n > 1 else "transfer",
                           tcp_flows=run.point.tcp_flows)
         sched = schedule(e, run.point, seed=run.index + 1)
-        mode = mode_of(run.stack)
+        peer = load_for_run(run.peer) if run.peer else None
+        # Virtual time runs a stack with itself; a pair with another client runs in real time.
+        mode = "real" if peer is not None else mode_of(run.stack)
         if mode == "virtual":
             from harness import virtual
 
             result = virtual.transfer(sched, rundir, stack, tp, opts)
         else:
             with interrupts_as_exceptions(), open_testbed(sched, rundir, stack, pcap=False) as bed:
-                result = bed.transfer(stack, tp, opts)
+                result = bed.transfer(stack, tp, opts, peer=peer)
         rec = {"mode": mode, "ok": bool(result.ok), "duration_s": round(result.duration_s, 4),
                "goodput_bps": round(result.goodput_bps), "reason": result.reason or ""}
         if mode == "real" and result.client_cpu_s is not None and result.server_cpu_s is not None:
