@@ -353,3 +353,40 @@ def server_flights_lost() -> st.SearchStrategy[Schedule]:
     more, over 10-80 ms RTTs."""
     return st.builds(server_flight_lost, st.builds(BaseLink, rtt_us=st.sampled_from([10_000, 40_000, 80_000])), seeds,
                      st.integers(min_value=4, max_value=12))
+
+
+def ce_marked(base: BaseLink, seed: int, indices: list[int]) -> Schedule:
+    """A clean link with a deep queue (a 1 MB transfer's slow start overflows none, so
+    no loss stands in for the marks) on which the QUIC flow's data datagrams at
+    `indices` are CE-marked. The emulator marks only an ECN-capable (ECT) datagram: a
+    sender that does not use ECN passes unmarked."""
+    return base.schedule(seed, actions=[Action("s2c", i, "ce", flow=QUIC) for i in sorted(indices)],
+                         queue_bdp=REORDER_QUEUE_BDP)
+
+
+@replayable
+def ce_marks(base: BaseLink | None = None) -> st.SearchStrategy[Schedule]:
+    """One to three CE marks on the data direction, at least 100 datagrams apart (a
+    recovery period apart on these links); shrinks toward one mark, early."""
+    return st.builds(ce_marked, st.just(base) if base else base_links, seeds,
+                     st.lists(data_indices, min_size=1, max_size=3, unique_by=lambda i: i // 100))
+
+
+def ce_storm(base: BaseLink, seed: int, at_ms: int, storm_ms: int) -> Schedule:
+    """A clean link with a deep queue whose data direction CE-marks every ECT datagram
+    (a marking threshold of 0 queued bytes) from `at_ms` for `storm_ms`: congestion
+    signals that persist, and no loss."""
+    clean = base.settings(REORDER_QUEUE_BDP)
+    return Schedule(seed=seed, phases=(
+        Phase(0, clean, clean),
+        Phase(at_ms * 1000, clean, replace(clean, ecn_threshold_bytes=0)),
+        Phase((at_ms + storm_ms) * 1000, clean, clean),
+    ))
+
+
+@replayable
+def ce_storms() -> st.SearchStrategy[Schedule]:
+    """Every datagram CE-marked from mid-transfer (after slow start) for 2 to 4 s."""
+    return st.builds(ce_storm, st.builds(BaseLink, rate_bps=st.sampled_from([20_000_000, 10_000_000]),
+                                         rtt_us=st.sampled_from([40_000, 20_000])),
+                     seeds, st.integers(min_value=400, max_value=800), st.integers(min_value=2000, max_value=4000))

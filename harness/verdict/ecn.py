@@ -1,0 +1,78 @@
+"""What ECN shows on the wire: the datagrams the link CE-marked, and the ACKs that
+echoed a rise of the CE count to the sender (RFC 9000 §13.4.1, §19.3.2).
+
+Shared by the ECN properties (properties/test_ecn.py). The link marks only an
+ECN-capable datagram (harness/emulator: ECT(0) or ECT(1) becomes CE), so a "ce" mark
+in the ground truth is the sender's ECT datagram marked and delivered; the echo is
+read from the decrypted ACK_ECN frames reaching the sender.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CeEcho:
+    """An application-space ACK reaching the sender whose CE count rose."""
+
+    t_us: float  # arrival at the sender's side of the link
+    largest: int  # its largest acknowledged packet number
+    ce: int  # the CE count it reports
+    rise: int  # by how much the count rose since the last ACK_ECN
+
+
+def ce_marked(records) -> list:
+    """The transfer's data-direction ground-truth records the link CE-marked."""
+    return [r for r in records if "ce" in r.marks]
+
+
+def ce_echoes(view) -> list[CeEcho]:
+    """Every ACK with a risen CE count, in arrival order. The count is per packet
+    number space; only the application space carries data here."""
+    seen = 0
+    out = []
+    for d in view.datagrams:
+        if d.entered or d.direction != "c2s":
+            continue
+        for p in d.packets:
+            if p.space != "application":
+                continue
+            for f in p.frames:
+                ecn = getattr(f, "ecn", None) if getattr(f, "name", "") == "ack" else None
+                if ecn and ecn[2] > seen:
+                    out.append(CeEcho(d.t_us, f.largest, ecn[2], ecn[2] - seen))
+                    seen = ecn[2]
+    return out
+
+
+#: A cut logged this long before the ACK's capture time is that ACK's processing: the
+#: log's clock and the capture's agree within about a millisecond (docs/trace.md).
+SAME_ACK_US = 1_000.0
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A CE echo that called for a congestion event, and the cut that answered it."""
+
+    echo: CeEcho
+    sent_us: float  # when the largest acknowledged packet was sent
+    cut: object | None  # the harness.observe.reductions.Reduction, or None: ignored
+
+
+def congestion_events(echoes: list[CeEcho], sent: dict, cuts: list, react_us: float) -> list[Judged]:
+    """Each echo that is a new congestion event (RFC 9002 App. B.7: not while in a
+    recovery period begun after the largest acknowledged packet was sent, i.e. no cut
+    between that send and the echo), with the cut logged from SAME_ACK_US before its arrival
+    to `react_us` after (stacks log the window with the ACK's processing, or with
+    their next metrics update), or None. An echo whose packet the trace lacks is left
+    out: when it was sent is unknown."""
+    out = []
+    for echo in echoes:
+        t_sent = sent.get(("application", echo.largest))
+        answer_from = echo.t_us - SAME_ACK_US
+        if t_sent is None or any(t_sent <= c.t_us < answer_from for c in cuts):
+            continue
+        cut = next((c for c in cuts if answer_from <= c.t_us <= echo.t_us + react_us), None)
+        out.append(Judged(echo, t_sent, cut))
+    return out
