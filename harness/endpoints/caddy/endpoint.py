@@ -9,23 +9,24 @@ HTTP/3 listener runs, forwards SIGTERM and exits with caddy. The run's wire view
 decrypted with the client's key log (the TLS secrets are the connection's).
 
 caddy dies with this wrapper (PR_SET_PDEATHSIG), and the wrapper with the runner (the
-harness's lifeline), so a killed run leaves no caddy behind. Standalone: imports
-nothing from harness/.
+harness's lifeline), so a killed run leaves no caddy behind. Standalone but for its
+sibling harness/endpoints/server_wrapper/supervise.py, which it shares with ngtcp2's.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server_wrapper"))
+import supervise  # noqa: E402  (harness/endpoints/server_wrapper/supervise.py, shared with ngtcp2)
 
 STACK = "caddy"
 #: The quic-go inside Debian's caddy 2.6.2-5 (its Built-Using field); caps.json says the same.
@@ -97,11 +98,6 @@ def write_version(path: str | None, version: str) -> None:
         f.write(json.dumps(rec) + "\n")
 
 
-def _die_with_parent() -> None:
-    """In caddy's child before exec: SIGKILL when this wrapper dies."""
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
-
-
 def serve(env: dict[str, str]) -> int:
     check(env)
     version = caddy_version()
@@ -117,8 +113,7 @@ def serve(env: dict[str, str]) -> int:
                          HOME=str(home))
         proc = subprocess.Popen(["caddy", "run", "--config", str(conf), "--adapter", "caddyfile"],
                                 stdin=subprocess.DEVNULL, stdout=sys.stderr, stderr=subprocess.PIPE, text=True,
-                                env=child_env, preexec_fn=_die_with_parent)
-        signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
+                                env=child_env, preexec_fn=supervise.die_with_parent)
         ready = threading.Event()
 
         def relay() -> None:
@@ -128,27 +123,8 @@ def serve(env: dict[str, str]) -> int:
                     ready.set()
 
         threading.Thread(target=relay, daemon=True).start()
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not ready.wait(0.05):
-            if proc.poll() is not None:
-                print(f"caddy: exited with {proc.returncode} before it was ready; see its log above", file=sys.stderr)
-                return 1
-            if time.monotonic() > deadline:
-                proc.kill()
-                proc.wait()
-                print(f"caddy: not ready after {READY_TIMEOUT_S:.0f} s", file=sys.stderr)
-                return 1
-        print(json.dumps({"ready": True}), flush=True)
-        timeout = env.get("LL_TIMEOUT_S")
-        try:
-            rc = proc.wait(timeout=float(timeout) if timeout else None)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            print(f"caddy: LL_TIMEOUT_S={timeout} reached", file=sys.stderr)
-            return 1
         # caddy exits 0 on SIGTERM after a graceful shutdown: the contract's 0 for a server.
-        return 0 if rc in (0, -signal.SIGTERM) else rc
+        return supervise.supervise(proc, "caddy", ready.is_set, READY_TIMEOUT_S, env.get("LL_TIMEOUT_S"))
 
 
 def main() -> int:

@@ -7,20 +7,22 @@ files to serve. It speaks HTTP/3 only, so its peer is aioquic's client, which fa
 back to h3 (harness/endpoints/aioquic/h3fetch.py). This wrapper checks the
 environment (docs/endpoints.md), starts gtlsserver, prints `{"ready": true}` once its
 UDP socket is bound, forwards SIGTERM and exits 0 when it has stopped. gtlsserver dies
-with the wrapper (PR_SET_PDEATHSIG). Standalone: imports nothing from harness/.
+with the wrapper (PR_SET_PDEATHSIG). Standalone but for its sibling
+harness/endpoints/server_wrapper/supervise.py, which it shares with caddy's.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server_wrapper"))
+import supervise  # noqa: E402  (harness/endpoints/server_wrapper/supervise.py, shared with caddy)
 
 STACK = "ngtcp2"
 #: Debian's ngtcp2-server package (bookworm): ngtcp2 and its example server.
@@ -77,10 +79,6 @@ def bound(port: int) -> bool:
     return False
 
 
-def _die_with_parent() -> None:
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
-
-
 def serve(env: dict[str, str]) -> int:
     argv, cc = command(env)
     if env.get("LL_APPLOG"):
@@ -90,30 +88,10 @@ def serve(env: dict[str, str]) -> int:
                                 "wall_us": time.time_ns() // 1000}) + "\n")
     # gtlsserver's qlog names its time origin by the wall clock: no monotonic note needed.
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=sys.stderr, env=env,
-                            preexec_fn=_die_with_parent)
-    signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
+                            preexec_fn=supervise.die_with_parent)
     port = int(env.get("LL_PORT", "4433"))
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while not bound(port):
-        if proc.poll() is not None:
-            print(f"ngtcp2: gtlsserver exited with {proc.returncode} before it was ready", file=sys.stderr)
-            return 1
-        if time.monotonic() > deadline:
-            proc.kill()
-            proc.wait()
-            print(f"ngtcp2: gtlsserver not bound to port {port} after {READY_TIMEOUT_S:.0f} s", file=sys.stderr)
-            return 1
-        time.sleep(0.02)
-    print(json.dumps({"ready": True}), flush=True)
-    timeout = env.get("LL_TIMEOUT_S")
-    try:
-        rc = proc.wait(timeout=float(timeout) if timeout else None)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        print(f"ngtcp2: LL_TIMEOUT_S={timeout} reached", file=sys.stderr)
-        return 1
-    return 0 if rc in (0, -signal.SIGTERM) else rc
+    return supervise.supervise(proc, "ngtcp2: gtlsserver", lambda: bound(port), READY_TIMEOUT_S,
+                               env.get("LL_TIMEOUT_S"))
 
 
 def main() -> int:
