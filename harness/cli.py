@@ -174,6 +174,10 @@ def cmd_transfer(a: argparse.Namespace) -> int:
     for s in (stack, peer):
         if s is not None and a.backend == "local" and not s.is_built():
             raise StackError(f"{s.name} is not built ({s.run} or its build output is missing); run `make setup`")
+    if Path(a.out).is_dir() and any(Path(a.out).iterdir()):
+        # A second run's logs beside the first's would mix (two app logs' clocks, two
+        # qlogs): refused, and the earlier run is left as it was.
+        raise units.UnitError(f"--out {a.out}: holds an earlier run; give a new directory, or remove that one")
     total = units.size_bytes(a.bytes)
     if a.streams < 1:
         raise units.UnitError("--streams: must be at least 1")

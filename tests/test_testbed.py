@@ -114,6 +114,15 @@ def test_bad_input_is_one_clear_line(args, needle, tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+def test_an_out_directory_holding_a_run_is_refused_and_left_as_it_was(tmp_path):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "result.json").write_text("{}")
+    r = longlook("transfer", "--impl", "aioquic", "--out", str(out))
+    assert r.returncode == 2 and "holds an earlier run" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert [p.name for p in out.iterdir()] == ["result.json"] and (out / "result.json").read_text() == "{}"
+
+
 def test_bad_schedule_file_names_the_field(netns_ready, tmp_path):
     bad = tmp_path / "s.json"
     bad.write_text(json.dumps({"seed": 1, "phases": [{"start_us": 0, "c2s": {"rate_bps": -5}}]}))
