@@ -58,7 +58,8 @@ def _echoes(obs, records):
 
 @given(schedule=strategies.ce_marks())
 def test_ce_echo_is_a_congestion_event(longlook, target, schedule):
-    """Each ACK that raises the CE count while the sender is not already in a recovery
+    """Each ACK that raises the CE count for a mark of the link's (not the sender's own
+    CE-marked probe, RFC 9002 §8.3) while the sender is not already in a recovery
     period begun after the largest acknowledged packet was sent is followed, within
     one base RTT of its arrival (at least 25 ms: logging lag), by a cut of the window
     (more than 10%). Trigger: a CE echo outside a recovery period."""
@@ -70,11 +71,15 @@ def test_ce_echo_is_a_congestion_event(longlook, target, schedule):
         trace = obs.sender
         if not analysis.cwnd_series(trace):
             outcomes.not_exercised("the sender's log holds no congestion window: not observable in this run")
-        echoes = _echoes(obs, obs.transfer_records("s2c"))
-        judged = ecn.congestion_events(echoes, analysis.send_times(trace), analysis.reductions(trace), react_us)
+        records = obs.transfer_records("s2c")
+        echoes = _echoes(obs, records)
+        marks_us = ecn.echo_times(records, schedule.phases[0].c2s.delay_us)
+        judged = ecn.congestion_events(echoes, analysis.send_times(trace), analysis.reductions(trace), react_us,
+                                       marks_us)
         if not judged:
-            outcomes.not_exercised(f"all {len(echoes)} CE echoes arrived inside a recovery period begun after the "
-                                   "marked packets were sent")
+            outcomes.not_exercised(f"none of the {len(echoes)} CE echoes was a new congestion event the link caused "
+                                   "(inside a recovery period begun after the marked packets were sent, or the "
+                                   "sender's own CE-marked probe)")
         ignored = [j for j in judged if j.cut is None]
         check(not ignored, "ce-ignored", lambda: (
             f"{target.id}: {len(ignored)} of {len(judged)} ACKs that raised the CE count outside a recovery period "

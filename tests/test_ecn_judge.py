@@ -44,14 +44,43 @@ def test_an_echo_is_an_event_outside_a_recovery_period_and_needs_a_cut():
     # Cut for the first echo 17 ms after it; the second's packet was sent before that
     # cut (in its recovery period: no event); the third is never answered; the
     # fourth's packet is not in the trace.
-    judged = ecn.congestion_events(echoes, sent, [_cut(117_000)], react_us=25_000)
+    marks = [90_000, 125_000, 290_000, 390_000]  # one link mark behind each echo
+    judged = ecn.congestion_events(echoes, sent, [_cut(117_000)], 25_000, marks)
     assert [(j.echo.largest, j.cut is not None) for j in judged] == [(50, True), (90, False)]
     # A cut logged later than the reaction time does not answer.
-    late = ecn.congestion_events(echoes[:1], sent, [_cut(126_000)], react_us=25_000)
+    late = ecn.congestion_events(echoes[:1], sent, [_cut(126_000)], 25_000, marks)
     assert [j.cut for j in late] == [None]
     # A cut logged just before the ACK's capture time is the same processing.
-    early = ecn.congestion_events(echoes[:1], sent, [_cut(99_500)], react_us=25_000)
+    early = ecn.congestion_events(echoes[:1], sent, [_cut(99_500)], 25_000, marks)
     assert early[0].cut is not None
+
+
+def test_a_rise_the_link_did_not_cause_is_the_senders_own_probe_and_not_judged():
+    # s2n-quic's way (RFC 9002 §8.3): one link mark, then two rises from CE-marked
+    # probes of the sender's own; only the first echo calls for a cut.
+    echoes = [ecn.CeEcho(300_000, 19, 1, 1), ecn.CeEcho(720_000, 129, 2, 1), ecn.CeEcho(1_772_000, 640, 3, 1)]
+    sent = {("application", 19): 260_000, ("application", 129): 680_000, ("application", 640): 1_730_000}
+    judged = ecn.congestion_events(echoes, sent, [_cut(301_000)], 40_000, [298_000])
+    assert [(j.echo.largest, j.cut is not None) for j in judged] == [(19, True)]
+    # A probe's rise first, the link's mark after: the mark is the second echo's.
+    echoes = [ecn.CeEcho(300_000, 19, 1, 1), ecn.CeEcho(720_000, 129, 2, 1)]
+    judged = ecn.congestion_events(echoes, sent, [], 40_000, [700_000])
+    assert [j.echo.largest for j in judged] == [129]
+    # Two marks echoed by one rise of two count once; a later rise with no new mark is a probe's.
+    echoes = [ecn.CeEcho(300_000, 19, 2, 2), ecn.CeEcho(720_000, 129, 3, 1)]
+    judged = ecn.congestion_events(echoes, sent, [], 40_000, [250_000, 260_000])
+    assert [j.echo.largest for j in judged] == [19]
+
+
+def test_echo_times_are_each_marks_delivery_plus_the_ack_delay(tmp_path):
+    from harness.observe.groundtruth import PacketRecord
+
+    def rec(idx, marks, dep):
+        return PacketRecord("s2c", idx, idx, "f", "udp", 443, 5000, 1280, dep - 20_000.0,
+                            "delivered" if dep else "dropped", None if dep else "loss_iid", dep, 0, marks)
+
+    records = [rec(0, ("ce",), 50_000.0), rec(1, (), 60_000.0), rec(2, ("ce", "held"), 40_000.0)]
+    assert ecn.echo_times(records, 20_000) == [60_000.0, 70_000.0]
 
 
 @settings(max_examples=30, deadline=None)

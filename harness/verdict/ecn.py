@@ -9,6 +9,7 @@ read from the decrypted ACK_ECN frames reaching the sender.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 
@@ -60,15 +61,29 @@ class Judged:
     cut: object | None  # the harness.observe.reductions.Reduction, or None: ignored
 
 
-def congestion_events(echoes: list[CeEcho], sent: dict, cuts: list, react_us: float) -> list[Judged]:
-    """Each echo that is a new congestion event (RFC 9002 App. B.7: not while in a
-    recovery period begun after the largest acknowledged packet was sent, i.e. no cut
-    between that send and the echo), with the cut logged from SAME_ACK_US before its arrival
-    to `react_us` after (stacks log the window with the ACK's processing, or with
-    their next metrics update), or None. An echo whose packet the trace lacks is left
-    out: when it was sent is unknown."""
+def congestion_events(echoes: list[CeEcho], sent: dict, cuts: list, react_us: float,
+                      marks_us: list[float]) -> list[Judged]:
+    """Each echo that is a new congestion event the link caused, with the cut logged
+    from SAME_ACK_US before its arrival to `react_us` after (stacks log the window with
+    the ACK's processing, or with their next metrics update), or None.
+
+    - The link caused it: its rise takes in a CE mark of the link's not yet taken in
+      by an earlier echo. `marks_us` are the earliest times each mark could be echoed
+      back (delivered to the receiver, plus the ACK's one-way delay), sorted. A rise
+      with none is the sender's own CE-marked probe (RFC 9002 §8.3: "A sender can
+      detect suppression of reports by marking occasional packets that it sends with
+      an ECN-CE marking"; s2n-quic does), not a signal from the network.
+    - It is a new event: RFC 9002 App. B.7, not while in a recovery period begun after
+      the largest acknowledged packet was sent, i.e. no cut between that send and the
+      echo. An echo whose packet the trace lacks is left out: when it was sent is
+      unknown."""
     out = []
+    taken = 0
     for echo in echoes:
+        new = min(bisect.bisect_right(marks_us, echo.t_us) - taken, echo.rise)
+        if new <= 0:
+            continue
+        taken += new
         t_sent = sent.get(("application", echo.largest))
         answer_from = echo.t_us - SAME_ACK_US
         if t_sent is None or any(t_sent <= c.t_us < answer_from for c in cuts):
@@ -76,3 +91,10 @@ def congestion_events(echoes: list[CeEcho], sent: dict, cuts: list, react_us: fl
         cut = next((c for c in cuts if answer_from <= c.t_us <= echo.t_us + react_us), None)
         out.append(Judged(echo, t_sent, cut))
     return out
+
+
+def echo_times(records, ack_delay_us: float) -> list[float]:
+    """The earliest time each CE mark of `records` (ground truth, data direction) could
+    reach the sender as an echo: its delivery to the receiver plus the ACK direction's
+    one-way delay; sorted."""
+    return sorted(r.dep_us + ack_delay_us for r in ce_marked(records) if r.dep_us is not None)
