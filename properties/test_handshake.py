@@ -1,5 +1,5 @@
 """The client's side of the handshake: it keeps the handshake alive when the server
-cannot.
+cannot, and its first probe waits the PTO of RFC 9002's initial RTT.
 
 RFC 9002 §6.2.2.1: "the client MUST set the PTO timer if the client has not received an
 acknowledgment for any of its Handshake packets and the handshake is not confirmed (see
@@ -62,3 +62,53 @@ def test_client_breaks_an_amplification_deadlock(longlook, target, schedule):
             + (f"until t={probe / 1e6:.3f} s ({(probe - first) / 1e6:.2f} s)" if probe else "at all")
             + f"; RFC 9002 §6.2.2.1 requires its PTO armed even with nothing in flight (about 1 s at most here)"
         ), wait_s=(probe - first) / 1e6 if probe else float("inf"))
+
+
+#: RFC 9002 §6.2.2's initial RTT, and the first PTO it gives before any sample:
+#: smoothed_rtt + max(4 × rttvar, kGranularity) with rttvar = initial_rtt / 2, no
+#: max_ack_delay in the Initial space (§6.2.1), µs.
+INITIAL_RTT_US = 333_000
+FIRST_PTO_US = 3 * INITIAL_RTT_US
+#: The first probe may leave this much earlier or later than FIRST_PTO_US: timer
+#: slack and scheduling, and the 25 ms a stack adds if it counts max_ack_delay there
+#: (another rule's business).
+FIRST_PTO_SLACK_US = (50_000, 100_000)
+#: Client datagrams within this of its first are its first flight (µs).
+FLIGHT_US = 10_000
+#: A small object: the property is over before the transfer begins.
+FIRST_PTO_PLAN = TransferPlan(sizes=(50_000,))
+
+
+@example(schedule=strategies.client_first_flight_lost(BaseLink(), 0))
+@given(schedule=strategies.client_first_flights_lost())
+def test_first_probe_uses_an_initial_rtt_of_333_ms(longlook, target, schedule):
+    """RFC 9002 §6.2.2: "When no previous RTT is available, the initial RTT SHOULD be
+    set to 333 milliseconds. This results in handshakes starting with a PTO of 1
+    second". The client's first datagrams are dropped, so it has no RTT sample and no
+    response: its first probe, read off the link's ground truth (arrival times, drops
+    included), leaves 999 ms after its first datagram (-50/+100 ms). Judged on the
+    target's own client in a download; the measured initial RTT is a third of the gap.
+    Trigger: the client's first datagram was dropped, and it sent again before any
+    server datagram reached it."""
+    outcomes.require_own_client(target)
+    with longlook.run(target, schedule, FIRST_PTO_PLAN) as obs:
+        obs.completed()
+        ours = obs.transfer_records("c2s")
+        first = ours[0]
+        if first.fate != "dropped":
+            outcomes.not_exercised("the client's first datagram was not dropped")
+        later = [r for r in ours if r.arr_us - first.arr_us >= FLIGHT_US]
+        if not later:
+            outcomes.not_exercised("the client sent nothing after its first flight")
+        probe = later[0]
+        heard = [r for r in obs.transfer_records("s2c") if r.dep_us is not None and r.dep_us < probe.arr_us]
+        if heard:
+            outcomes.not_exercised("a server datagram reached the client before its next send: no probe to time")
+        gap = probe.arr_us - first.arr_us
+        low, high = FIRST_PTO_US - FIRST_PTO_SLACK_US[0], FIRST_PTO_US + FIRST_PTO_SLACK_US[1]
+        check(low <= gap <= high, "initial-rtt-not-333ms", lambda: (
+            f"{target.id}: the client's first datagram left at {first.arr_us / 1e3:.1f} ms and was dropped; its "
+            f"first probe left {gap / 1e3:.1f} ms later, where an initial RTT of 333 ms gives a PTO of 999 ms "
+            f"({low / 1e3:.0f}-{high / 1e3:.0f} ms); RFC 9002's formula would give that gap from an initial RTT of "
+            f"{gap / 3e3:.0f} ms"
+        ), initial_rtt_ms=round(gap / 3e3, 1), gap_ms=round(gap / 1e3, 1))

@@ -161,3 +161,12 @@ def test_read_log_rejects_non_json(tmp_path):
     path.write_text(json.dumps(HEADER) + "\n{not json\n")
     with pytest.raises(LogFormatError, match=r"bad.ndjson:2"):
         read_log(path)
+
+
+def test_the_client_first_flight_schedule_drops_its_first_two_quic_datagrams():
+    from harness.schedule import strategies
+
+    s = strategies.client_first_flight_lost(strategies.BaseLink(), 3)
+    assert [(a.dir, a.index, a.action, a.flow.proto) for a in s.actions] == [("c2s", 0, "drop", "udp"),
+                                                                            ("c2s", 1, "drop", "udp")]
+    assert s.phases[0].c2s.loss is None and s.phases[0].s2c.blackhole is None

@@ -390,3 +390,21 @@ def ce_storms() -> st.SearchStrategy[Schedule]:
     return st.builds(ce_storm, st.builds(BaseLink, rate_bps=st.sampled_from([20_000_000, 10_000_000]),
                                          rtt_us=st.sampled_from([40_000, 20_000])),
                      seeds, st.integers(min_value=400, max_value=800), st.integers(min_value=2000, max_value=4000))
+
+
+#: How many of the client's first datagrams client_first_flight_lost drops: a first
+#: flight of one or two (a ClientHello with a post-quantum key share spans two).
+FIRST_FLIGHT_DROPS = 2
+
+
+def client_first_flight_lost(base: BaseLink, seed: int) -> Schedule:
+    """A clean link that drops the client's first FIRST_FLIGHT_DROPS datagrams: the
+    server hears nothing, so the client's first probe leaves on a PTO computed from its
+    initial RTT alone (RFC 9002 §6.2.2)."""
+    return base.schedule(seed, actions=[Action("c2s", i, "drop", flow=QUIC) for i in range(FIRST_FLIGHT_DROPS)])
+
+
+@replayable
+def client_first_flights_lost() -> st.SearchStrategy[Schedule]:
+    """client_first_flight_lost on the base links (the RTT plays no part: there is no sample)."""
+    return st.builds(client_first_flight_lost, base_links, seeds)
