@@ -321,6 +321,33 @@ class EndpointContract:
                 assert took < 5, f"{role} {bad}: took {took:.1f} s to refuse"
                 assert len(proc.stderr.strip().splitlines()) == 1, f"{role} {bad}: stderr {proc.stderr!r}"
 
+    #: The objects test_upload sends (their sizes), or None for a stack whose endpoint
+    #: has no uploads: it must then refuse LL_DIRECTION=upload the contract's way.
+    UPLOAD_SIZES: tuple[int, ...] | None = (400_000, 400_001, 400_002)
+
+    def test_upload(self, tmp_path):
+        """LL_DIRECTION=upload: the client sends each object (PUT /NAME, its bytes, FIN),
+        the server stores it in LL_DOWNLOADS and answers with FIN; the client's
+        request_done (bytes = the object's size) comes with that FIN. An endpoint
+        without uploads exits 127 with one stderr line naming LL_DIRECTION."""
+        if self.UPLOAD_SIZES is None:
+            self._require_built()
+            for role in ("server", "client"):
+                env = {"ROLE": role, "LL_PORT": str(free_udp_port()), "LL_ADDR": "127.0.0.1",
+                       "REQUESTS": "https://127.0.0.1:9/x", "LL_DOWNLOADS": str(tmp_path), "LL_CERTS": str(tmp_path),
+                       "LL_DIRECTION": "upload"}
+                proc = run_alone(self.run, env)
+                assert proc.returncode == 127 and "LL_DIRECTION" in proc.stderr, (role, proc.returncode, proc.stderr)
+            return
+        pair = self._pair(tmp_path)
+        for i, size in enumerate(self.UPLOAD_SIZES):
+            pair.add_file(f"u{i}.bin", size)
+        run_pair(pair, self.run, self.run, common={"LL_DIRECTION": "upload", "LL_DOWNLOADS": str(pair.downloads)},
+                 client_env={"LL_WWW": str(pair.www)})
+        self._check(pair)
+        sent = [r for r in applog_records(pair.client.applog) if r["event"] == "request_start"]
+        assert sorted(r["bytes"] for r in sent) == sorted(self.UPLOAD_SIZES), sent
+
     def _aioquic(self):
         run = ENDPOINTS / "aioquic" / "run"
         if not run.exists():

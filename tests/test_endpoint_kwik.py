@@ -18,6 +18,7 @@ class TestKwik(EndpointContract):
     #: sides' captures with the client's (harness/observe/join.py keylog_of).
     KEYLOG_ROLES = ("client",)
     REQUIRE_ACKED = False
+    UPLOAD_SIZES = (300_000, 300_001)
 
     def _check(self, pair, cc=None, sides=("server", "client"), require_acked=True):
         """The contract's checks, with F63 (docs/findings.md) told apart: a client that
@@ -90,13 +91,3 @@ class TestKwik(EndpointContract):
         metrics = [e["data"] for e in events if e["name"] == "recovery:metrics_updated"]
         assert any("congestion_window" in m for m in metrics) and any("smoothed_rtt" in m for m in metrics)
         assert qlog_events(client_q), "no client trace"
-
-    def test_upload(self, tmp_path):
-        pair = self._pair(tmp_path)
-        for i in range(2):
-            pair.add_file(f"u{i}.bin", 300_000 + i)
-        run_pair(pair, self.run, self.run, common={"LL_DIRECTION": "upload", "LL_DOWNLOADS": str(pair.downloads)},
-                 client_env={"LL_WWW": str(pair.www)})
-        self._check(pair)
-        sent = [r for r in applog_records(pair.client.applog) if r["event"] == "request_start"]
-        assert sorted(r["bytes"] for r in sent) == [300_000, 300_001], sent

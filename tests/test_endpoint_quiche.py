@@ -11,3 +11,5 @@ from rust_endpoints import EndpointContract
 
 class TestQuiche(EndpointContract):
     STACK = "quiche"
+    #: Its endpoint has no uploads yet: refused with exit 127.
+    UPLOAD_SIZES = None

@@ -7,7 +7,7 @@ of its own; the endpoint writes one from s2n-quic's event subscriber, so these t
 also hold that trace to what the suite reads from it.
 """
 
-from rust_endpoints import EndpointContract, applog_records, free_udp_port, qlog_events, run_alone, run_pair
+from rust_endpoints import EndpointContract, free_udp_port, qlog_events, run_alone, run_pair
 
 
 class TestS2nQuic(EndpointContract):
@@ -48,16 +48,3 @@ class TestS2nQuic(EndpointContract):
         assert any("congestion_window" in m for m in metrics) and any("bytes_in_flight" in m for m in metrics)
         times = [e["time"] for e in events]
         assert times == sorted(times), "event times go backwards"
-
-    def test_upload(self, tmp_path):
-        """LL_DIRECTION=upload: the client sends each object (PUT /NAME, its bytes, FIN),
-        the server stores it in LL_DOWNLOADS and answers with FIN; the client's
-        request_done (bytes = the object's size) comes with that FIN."""
-        pair = self._pair(tmp_path)
-        for i in range(3):
-            pair.add_file(f"u{i}.bin", 400_000 + i)
-        run_pair(pair, self.run, self.run, common={"LL_DIRECTION": "upload", "LL_DOWNLOADS": str(pair.downloads)},
-                 client_env={"LL_WWW": str(pair.www)})
-        self._check(pair)
-        sent = [r for r in applog_records(pair.client.applog) if r["event"] == "request_start"]
-        assert sorted(r["bytes"] for r in sent) == [400_000, 400_001, 400_002], sent

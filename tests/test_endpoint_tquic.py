@@ -6,7 +6,7 @@ interop with aioquic) are rust_endpoints.EndpointContract's; tquic adds one: it 
 no NewReno, and asking for it is refused the contract's way.
 """
 
-from rust_endpoints import EndpointContract, applog_records, free_udp_port, qlog_events, run_alone, run_pair
+from rust_endpoints import EndpointContract, free_udp_port, qlog_events, run_alone, run_pair
 
 
 class TestTquic(EndpointContract):
@@ -36,16 +36,3 @@ class TestTquic(EndpointContract):
             assert local, f"{side.role}: no local parameters_set"
             for key in ("initial_max_data", "initial_max_stream_data_bidi_local", "initial_max_stream_data_bidi_remote"):
                 assert local[0][key] == 64 * 1024 * 1024, (side.role, key, local[0][key])
-
-    def test_upload(self, tmp_path):
-        """LL_DIRECTION=upload: the client sends each object (PUT /NAME, its bytes, FIN),
-        the server stores it in LL_DOWNLOADS and answers with FIN; the client's
-        request_done (bytes = the object's size) comes with that FIN."""
-        pair = self._pair(tmp_path)
-        for i in range(3):
-            pair.add_file(f"u{i}.bin", 400_000 + i)
-        run_pair(pair, self.run, self.run, common={"LL_DIRECTION": "upload", "LL_DOWNLOADS": str(pair.downloads)},
-                 client_env={"LL_WWW": str(pair.www)})
-        self._check(pair)
-        sent = [r for r in applog_records(pair.client.applog) if r["event"] == "request_start"]
-        assert sorted(r["bytes"] for r in sent) == [400_000, 400_001, 400_002], sent
