@@ -71,7 +71,7 @@ def test_run_is_a_behaviour_of_the_model(longlook, target, schedule):
         obs.completed()
         trace = obs.sender_with_wire
         try:
-            log = tracefile.from_trace(trace, target.cc.family)
+            log = tracefile.from_trace(trace, target.cc.family, _ce_acks(obs, schedule))
         except tracefile.Unvalidatable as e:
             outcomes.not_exercised(f"trace validation impossible on this run: {e}")
         verdict = validate.validate_log(log, trace, keep=obs.out_dir / "model")
@@ -81,6 +81,25 @@ def test_run_is_a_behaviour_of_the_model(longlook, target, schedule):
         if os.environ.get(GUIDANCE_ENV, "1") != "0":
             hypothesis_target(float(coverage.novelty(target.id, reached)), label="new model transitions")
         raise_all(deviations(verdict, target.id))
+
+
+def _ce_acks(obs, schedule) -> set[tuple[str, int]]:
+    """The largest acknowledged packet of each ACK that raised the CE count for a mark
+    of the link's (harness/verdict/ecn.py): the trace's OnEcnCe steps. Empty where the
+    link marked nothing (the sender marks no datagram ECT, or no mark was drawn) or
+    the capture cannot be decrypted."""
+    from harness.run import Inconclusive
+    from harness.verdict import ecn
+
+    records = obs.transfer_records("s2c")
+    if not ecn.ce_marked(records):
+        return set()
+    try:
+        echoes = ecn.ce_echoes(obs.wire)
+    except Inconclusive:
+        return set()
+    ack_delay = min(p.c2s.delay_us or 0 for p in schedule.phases)
+    return {("application", e.largest) for e in ecn.link_echoes(echoes, ecn.echo_times(records, ack_delay))}
 
 
 def deviations(verdict, case: str) -> list:

@@ -11,7 +11,10 @@
 (* the depth instead.)                                                     *)
 (*                                                                         *)
 (* Record fields (-1 where a field does not apply):                        *)
-(*   k     "sent" "acked" "lost" "pto" "cwnd" "ssthresh" "other"           *)
+(*   k     "sent" "acked" "lost" "pto" "cwnd" "ssthresh" "ecn" "other"     *)
+(*         ("ecn": the ACK whose largest acknowledged packet was the one    *)
+(*         "acked" just before raised the CE count for a mark of the link's;  *)
+(*         read from the decrypted capture and the ground truth)             *)
 (*   pn    the packet's send index (the order it was sent in, over all     *)
 (*         spaces: RFC 9002 compares send times, B.6)                      *)
 (*   size  its bytes;  el  ack-eliciting (BOOLEAN)                         *)
@@ -60,6 +63,8 @@ IsLost ==
     /\ \/ OnPacketsLost(E.pn, E.size) /\ Step("OnPacketsLost")
        \/ OnProbeLoss(E.pn, E.size) /\ Step("OnProbeLoss")
 
+IsEcn == E.k = "ecn" /\ OnEcnCe /\ Step("OnEcnCe")
+
 IsPto == E.k = "pto" /\ OnPtoExpired /\ (E.pto < 0 \/ pto_count' = E.pto) /\ Step("OnPtoExpired")
 
 \* A logged window equal to the model's is no step; a different one must be one
@@ -90,7 +95,7 @@ IsOther == E.k = "other" /\ UNCHANGED vars
 
 TraceNext ==
     /\ cursor <= Len(TraceLog)
-    /\ \/ (IsSent \/ IsAcked \/ IsLost \/ IsPto \/ IsOther) /\ UNCHANGED ssth_choice
+    /\ \/ (IsSent \/ IsAcked \/ IsLost \/ IsPto \/ IsEcn \/ IsOther) /\ UNCHANGED ssth_choice
        \/ IsWindow \/ IsSsthresh
     /\ cursor' = cursor + 1
 
@@ -112,7 +117,7 @@ Diagnose ==
                     OnPacketsAcked |-> ENABLED OnPacketsAcked(E.pn, E.size),
                     OnPacketsLost |-> ENABLED OnPacketsLost(E.pn, E.size),
                     OnProbeLoss |-> ENABLED OnProbeLoss(E.pn, E.size),
-                    OnPtoExpired |-> ENABLED OnPtoExpired,
+                    OnPtoExpired |-> ENABLED OnPtoExpired, OnEcnCe |-> ENABLED OnEcnCe,
                     GrowWindow |-> ENABLED GrowWindow, ReduceWindow |-> ENABLED ReduceWindow,
                     OnPersistentCongestion |-> ENABLED OnPersistentCongestion,
                     OnSlowStartExit |-> ENABLED OnSlowStartExit(E.ssth)]>>)

@@ -250,3 +250,30 @@ def test_a_logged_ssthresh_outside_every_choice_is_still_rejected(finder, tmp_pa
     (tmp_path / "t.ndjson").write_text("\n".join(lines) + "\n")
     verdict = validate.validate(validate.read_ndjson(tmp_path / "t.ndjson", "aioquic"), "cubic")
     assert BLACKHOLE_SSTHRESH_LINE in [m.line for m in verdict.mismatches], verdict.describe()
+
+
+def test_an_ecn_echo_is_the_cause_a_cut_needs_and_the_model_steps_through_it(finder):
+    """An "ecn" record (an ACK that raised the CE count for a link mark) follows the
+    acknowledgement of its largest packet, and makes a loss-free cut a behaviour of
+    the model (OnEcnCe, then ReduceWindow); without it the same cut has no cause."""
+    from harness.observe.events import PacketAcked
+
+    events = [Metrics(0.5, congestion_window=12000)]
+    events += [PacketSent(1.0 + i, i, size=1200) for i in range(10)]
+    events += [PacketAcked(50.0 + i, i) for i in range(5)]
+    events += [Metrics(56.0, congestion_window=6000)]
+    trace = validate.Trace("picoquic", "server", events, "x")
+    log = tracefile.from_trace(trace, "newreno", ce_acks={("application", 4)})
+    assert [r.k for r in log.records][-3:] == ["acked", "ecn", "cwnd"]
+    verdict = validate.validate_log(log, trace)
+    assert verdict.accepted, verdict.describe()
+    assert ("SlowStart", "OnEcnCe", "Recovery") in coverage.transitions(verdict)
+    # Without the echo, a cut with no loss logged cannot be validated at all.
+    with pytest.raises(tracefile.Unvalidatable, match="no packet_lost, yet its window fell"):
+        tracefile.from_trace(trace, "newreno")
+    # With a loss logged elsewhere but no echo, the same cut is a deviation.
+    from harness.observe.events import PacketLost
+
+    lossy = validate.Trace("picoquic", "server", events[:-1] + [PacketLost(55.0, 9), events[-1]], "x")
+    without = validate.validate_log(tracefile.from_trace(lossy, "newreno"), lossy)
+    assert not without.accepted and without.mismatch.line == len(lossy.events), without.describe()

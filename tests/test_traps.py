@@ -29,6 +29,10 @@ def test_the_cached_paths_are_those_of_this_model():
         assert all(a.after == b.before for a, b in zip(steps, steps[1:])), t  # one chain of states
         if t in observable:  # only actions a schedule can bring about on the way
             assert not {s.action for s in steps[:-1]} & set(coverage.UNOBSERVABLE_ACTIONS), (t, steps)
+            # and, on the way to a transition that is not an ECN step, no ECN step: that
+            # way is the same on every stack, whether its sender marks ECT or not
+            if t[1] not in coverage.ECT_ONLY_ACTIONS:
+                assert not {s.action for s in steps[:-1]} & set(coverage.ECT_ONLY_ACTIONS), (t, steps)
 
 
 def test_tlc_finds_a_shortest_path_to_a_transition():

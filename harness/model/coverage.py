@@ -33,11 +33,16 @@ UNOBSERVABLE = {
     "ApplicationLimited": "no stack logs app-limited periods; harness/observe/states.py infers them for the "
                           "state plots but trace records do not carry them yet",
     "CongestionAvoidanceMaxed": "no stack logs its window cap; the plans set none",
-    "OnEcnCe": "no trace record carries an ECN-CE count yet, and the embedded stacks' senders do not mark ECT",
     "SetAppLimited": "as ApplicationLimited",
 }
 UNOBSERVABLE_STATES = ("ApplicationLimited", "CongestionAvoidanceMaxed")
-UNOBSERVABLE_ACTIONS = ("OnEcnCe", "SetAppLimited")
+UNOBSERVABLE_ACTIONS = ("SetAppLimited",)
+#: Observable, but only on a sender that marks its datagrams ECT (quinn, quic-go,
+#: picoquic, s2n-quic; not aioquic, quiche or tquic): the trace's "ecn" records come
+#: from the capture's ACK_ECN counts and the link's CE marks (harness/verdict/ecn.py).
+#: A directed path to any other transition takes none of these steps, so that it
+#: reaches the same states on every stack (harness/model/traps.py).
+ECT_ONLY_ACTIONS = ("OnEcnCe",)
 
 
 @lru_cache(maxsize=1)
@@ -138,6 +143,8 @@ def table(model: frozenset[Transition], stacks: dict[str, StackCoverage]) -> str
                     + (f"; {len(extra)} outside the bounded model: {sorted(extra)[:5]}" if extra else ""))
     rows.append("\nnot observable (n/o), and why:")
     rows += [f"- {part}: {why}" for part, why in UNOBSERVABLE.items()]
+    rows.append(f"\n{', '.join(ECT_ONLY_ACTIONS)}: observable where the sender marks its datagrams ECT and the "
+                "link CE-marks some (ACK_ECN counts in the capture); never reached on a sender that does not")
     return "\n".join(rows)
 
 

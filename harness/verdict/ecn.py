@@ -67,10 +67,10 @@ def congestion_events(echoes: list[CeEcho], sent: dict, cuts: list, react_us: fl
     from SAME_ACK_US before its arrival to `react_us` after (stacks log the window with
     the ACK's processing, or with their next metrics update), or None.
 
-    - The link caused it: its rise takes in a CE mark of the link's not yet taken in
-      by an earlier echo. `marks_us` are the earliest times each mark could be echoed
-      back (delivered to the receiver, plus the ACK's one-way delay), sorted. A rise
-      with none is the sender's own CE-marked probe (RFC 9002 §8.3: "A sender can
+    - The link caused it (link_echoes): its rise takes in a CE mark of the link's not
+      yet taken in by an earlier echo. `marks_us` are the earliest times each mark
+      could be echoed back (delivered to the receiver, plus the ACK's one-way delay),
+      sorted. A rise with none is the sender's own CE-marked probe (RFC 9002 §8.3: "A sender can
       detect suppression of reports by marking occasional packets that it sends with
       an ECN-CE marking"; s2n-quic does), not a signal from the network.
     - It is a new event: RFC 9002 App. B.7, not while in a recovery period begun after
@@ -78,18 +78,26 @@ def congestion_events(echoes: list[CeEcho], sent: dict, cuts: list, react_us: fl
       echo. An echo whose packet the trace lacks is left out: when it was sent is
       unknown."""
     out = []
-    taken = 0
-    for echo in echoes:
-        new = min(bisect.bisect_right(marks_us, echo.t_us) - taken, echo.rise)
-        if new <= 0:
-            continue
-        taken += new
+    for echo in link_echoes(echoes, marks_us):
         t_sent = sent.get(("application", echo.largest))
         answer_from = echo.t_us - SAME_ACK_US
         if t_sent is None or any(t_sent <= c.t_us < answer_from for c in cuts):
             continue
         cut = next((c for c in cuts if answer_from <= c.t_us <= echo.t_us + react_us), None)
         out.append(Judged(echo, t_sent, cut))
+    return out
+
+
+def link_echoes(echoes: list[CeEcho], marks_us: list[float]) -> list[CeEcho]:
+    """The echoes whose rise takes in a CE mark of the link's not taken in by an earlier
+    echo (`marks_us` as for congestion_events); the others are the sender's own
+    CE-marked probes (RFC 9002 §8.3)."""
+    out, taken = [], 0
+    for echo in echoes:
+        new = min(bisect.bisect_right(marks_us, echo.t_us) - taken, echo.rise)
+        if new > 0:
+            taken += new
+            out.append(echo)
     return out
 
 
