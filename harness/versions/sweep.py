@@ -46,7 +46,7 @@ def reference(opts: Options, version: str, progress=lambda done, total: None) ->
     """The release's reference runs (old and new), each with its goodput and the
     transitions its sender took."""
     label = f"{opts.stack}@{version}"
-    todo = runs.plan(REFERENCE, [(label, opts.cc)], opts.reference_runs, REFERENCE.quick)
+    todo = runs.plan(REFERENCE, [(label, opts.cc, None)], opts.reference_runs, REFERENCE.quick)
     return runs.sweep(REFERENCE, todo, opts.out / "reference", _with_transitions(opts), progress=progress)
 
 
