@@ -45,6 +45,9 @@ EARLY_LOSSES = BaseLink().schedule(seed=0, actions=[Action("s2c", 60, "drop", fl
 THREE_PTOS = to_schedule(traps.load()[("RetransmissionTimeout", "OnPtoExpired", "RetransmissionTimeout")],
                          BaseLink(), seed=0)
 #: Set to 0 to draw free schedules only (bench/model_coverage_bench.py compares both).
+#: TLC's path to a cut for an ECN-CE echo, as marks: on a sender that marks ECT the
+#: trace takes OnEcnCe; on one that does not, the run is a clean one.
+ECN_CUT = to_schedule(traps.load()[("SlowStart", "OnEcnCe", "Recovery")], BaseLink(), seed=0)
 DIRECTED_ENV = "LONGLOOK_DIRECTED"
 #: Loss, reordering and jitter, or a blackhole (which reaches PTO and persistent
 #: congestion); and the directed schedules: TLC's path to a model transition this
@@ -57,6 +60,7 @@ SCHEDULES = st.one_of(*FREE, *([directed(traps.load(), coverage.pending)]
 @example(schedule=strategies.CLEAN_LINK)
 @example(schedule=EARLY_LOSSES)
 @example(schedule=THREE_PTOS)
+@example(schedule=ECN_CUT)
 @given(schedule=SCHEDULES)
 def test_run_is_a_behaviour_of_the_model(longlook, target, schedule):
     """RFC 9002 §6-7 as spec/CongestionControl.tla: TLC accepts the sender's trace,
