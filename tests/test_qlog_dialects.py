@@ -208,6 +208,42 @@ def test_derived_acks_keep_their_place_among_same_instant_events(tmp_path):
     assert kinds == [("PacketAcked", 0), ("PacketAcked", 1), ("Metrics", None)]
 
 
+def test_two_acks_in_one_instant_each_keep_their_place(tmp_path):
+    """A coarse clock (ngtcp2's whole milliseconds) logs two ACKs and the window each
+    grew in one instant: each ACK's acknowledgements sit before its own window, not
+    all before the first (they were placed by time before, and trace validation saw
+    the second growth with no acknowledgement behind it)."""
+    p = seq(tmp_path, [
+        sent(1.0, 0), sent(1.0, 1), sent(1.0, 2), sent(1.0, 3),
+        ack(3.0, [0, 1]),
+        {"time": 3.0, "name": "recovery:metrics_updated", "data": {"congestion_window": 13000}},
+        ack(3.0, [0, 3]),
+        {"time": 3.0, "name": "recovery:metrics_updated", "data": {"congestion_window": 14000}},
+    ])
+    t = qlog.read_trace(p, "quinn", "server", LINK_START_NS)
+    kinds = [(type(e).__name__, getattr(e, "pn", None)) for e in t.events if e.t_us == t.events[-1].t_us]
+    assert kinds == [("PacketAcked", 0), ("PacketAcked", 1), ("Metrics", None),
+                     ("PacketAcked", 2), ("PacketAcked", 3), ("Metrics", None)]
+
+
+def test_ngtcp2_s_losses_come_after_the_acks_of_the_frame_that_revealed_them():
+    """ngtcp2 logs packet_lost before the packet whose ACK revealed the losses: trace
+    validation replays the acknowledgements first (a packet is lost only below the
+    largest acknowledged), so the cut that follows has its cause."""
+    from harness.model import tracefile
+
+    events = [ev.PacketSent(1.0, i, "application", 1200) for i in range(4)]
+    events += [ev.PacketLost(5.0, 0, "application"), ev.PacketAcked(5.0, 2, "application"),
+               ev.PacketAcked(5.0, 3, "application"), ev.Metrics(5.0, congestion_window=6000)]
+    events = [ev.Metrics(0.5, congestion_window=12000)] + events
+    trace = ev.Trace("ngtcp2", "server", events, "x")
+    kinds = [r.k for r in tracefile.from_trace(trace, "newreno").records]
+    assert kinds[-4:] == ["acked", "acked", "lost", "cwnd"]
+    # A stack that logs them the other way round keeps its file order.
+    kinds = [r.k for r in tracefile.from_trace(ev.Trace("quinn", "server", events, "x"), "newreno").records]
+    assert kinds[-4:] == ["lost", "acked", "acked", "cwnd"]
+
+
 def test_quic_go_s_ack_goes_before_the_effects_it_logged_first(tmp_path):
     """quic-go logs packet_received after handling its frames: the window it grew
     and the loss it declared come first in the file. The acks derived from the frame

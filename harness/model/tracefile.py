@@ -145,9 +145,36 @@ def from_trace(trace: Trace, family: str, ce_acks: Collection[tuple[str, int]] =
         elif isinstance(e, (CongestionState, SpuriousLoss)):
             records.append(Record("other", line))
     assert initial is not None  # _check
-    if dialects.get(trace.stack).window_before_acks:
+    dialect = dialects.get(trace.stack)
+    if dialect.losses_before_acks:
+        records = _losses_after_their_ack(records, trace)
+    if dialect.window_before_acks:
         records = _acks_first(records, trace)
     return TraceLog(records, _max_datagram(trace), initial, family)
+
+
+def _losses_after_their_ack(records: list[Record], trace: Trace) -> list[Record]:
+    """A run of "lost" records followed, in the same instant, by a run of the ACK's
+    acknowledgements (its packets, in flight or not, and its "ecn" record) becomes the
+    acknowledgements, then the losses: for a stack that logs the losses an ACK
+    revealed before the packets it acknowledged."""
+    out = list(records)
+    i = 0
+    while i < len(out):
+        if out[i].k != "lost":
+            i += 1
+            continue
+        t = trace.events[out[i].line - 1].t_us
+        j = i
+        while j < len(out) and out[j].k == "lost" and trace.events[out[j].line - 1].t_us == t:
+            j += 1
+        k = j  # the acknowledgements (in flight or not) and their ECN record
+        while k < len(out) and trace.events[out[k].line - 1].t_us == t and (
+                out[k].k == "ecn" or isinstance(trace.events[out[k].line - 1], PacketAcked)):
+            k += 1
+        out[i:k] = out[j:k] + out[i:j]
+        i = k
+    return out
 
 
 def _acks_first(records: list[Record], trace: Trace) -> list[Record]:

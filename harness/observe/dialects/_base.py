@@ -96,10 +96,11 @@ class _Walk:
     events: list[ev.Event] = field(default_factory=list)
     sent: dict[str, set[int]] = field(default_factory=dict)
     acks: list[tuple[float, str, list[Any]]] = field(default_factory=list)
-    #: (t_us, space) of a received ACK frame → its place in `events`, so the acks
-    #: derived from it sit where the qlog logged the packet, not after same-instant
-    #: events logged later (the final sort by time is stable).
-    ack_pos: dict[tuple[float, str], int] = field(default_factory=dict)
+    #: Each received ACK frame's place in `events` (by its index in `acks`), so the
+    #: acks derived from it sit where the qlog logged the packet, not after
+    #: same-instant events logged later (the final sort by time is stable). By frame,
+    #: not by time: a stack with a coarse clock logs several ACKs in one instant.
+    ack_pos: list[int] = field(default_factory=list)
     #: Where in `events` the effects of the next received packet begin, for a stack
     #: that logs a packet after handling its frames (Dialect.received_after_handling).
     handled_from: int = 0
@@ -138,6 +139,11 @@ class Dialect:
     #: order is cause before effect; consumers that replay the window reorder only
     #: where this is True.
     window_before_acks: ClassVar[bool] = False
+    #: Whether the stack logs the losses an ACK frame revealed just before the packets
+    #: that frame acknowledged (same instant). Consumers that replay the ACK swap the
+    #: two runs: a packet is declared lost only below the largest acknowledged
+    #: (RFC 9002 §6.1), so the acknowledgements come first.
+    losses_before_acks: ClassVar[bool] = False
     #: Whether the stack logs packet_received after it has handled the packet's
     #: frames, so the events its ACK frames caused (acknowledged packets, the window
     #: they grew, losses they declared, the state they changed) come before it in the
@@ -249,7 +255,7 @@ class Dialect:
         for f in frames:
             if f.get("frame_type") == "ack" and space is not None:
                 w.acks.append((t, space, f.get("acked_ranges") or []))
-                w.ack_pos.setdefault((t, space), pos)
+                w.ack_pos.append(pos)
 
     def on_lost(self, w: _Walk, t: float, d: dict[str, Any]) -> None:
         """packet_lost → PacketLost with the trigger mapped (None when unknown)."""
@@ -339,8 +345,9 @@ class Dialect:
 
     def _derive(self, w: _Walk) -> None:
         """Events implied by the walk: acks from ACK frames, PTOs from pto_count."""
-        acked, bad = derive_acks(w.sent, w.acks)
-        w.events = _insert_at(w.events, [(w.ack_pos.get((a.t_us, a.space), len(w.events)), a) for a in acked])
+        acked, bad = _derive_acks(w.sent, w.acks)
+        w.events = _insert_at(w.events, [(w.ack_pos[i] if i < len(w.ack_pos) else len(w.events), a)
+                                         for i, a in acked])
         w.skipped += bad
         if w.timer_events == 0:
             w.events += w.pto_derived
@@ -383,14 +390,21 @@ def derive_acks(sent: dict[str, set[int]],
                 acks: list[tuple[float, str, list[Any]]]) -> tuple[list[ev.PacketAcked], int]:
     """A PacketAcked at the first ACK frame covering each sent packet number, and
     the number of malformed ranges skipped."""
+    acked, bad = _derive_acks(sent, acks)
+    return [a for _, a in acked], bad
+
+
+def _derive_acks(sent: dict[str, set[int]],
+                 acks: list[tuple[float, str, list[Any]]]) -> tuple[list[tuple[int, ev.PacketAcked]], int]:
+    """derive_acks, each PacketAcked with the index in `acks` of the frame that acknowledged it."""
     unacked = {space: set(pns) for space, pns in sent.items()}
     # Outstanding pns as a heap (a sorted list is one), popped lazily: its top is the
     # lowest unacked pn. ACK ranges re-report old packets in every frame; starting each
     # range there keeps the work proportional to what is newly acknowledged.
     lowest = {space: sorted(pns) for space, pns in unacked.items()}
-    out: list[ev.PacketAcked] = []
+    out: list[tuple[int, ev.PacketAcked]] = []
     bad = 0
-    for t, space, ranges in sorted(acks, key=lambda a: a[0]):
+    for i, (t, space, ranges) in sorted(enumerate(acks), key=lambda ia: ia[1][0]):
         pending = unacked.get(space)
         if not pending:
             continue
@@ -416,7 +430,7 @@ def derive_acks(sent: dict[str, set[int]],
             else:  # a huge range: look only at what is outstanding
                 hit = sorted(pn for pn in pending if lo <= pn <= hi)
             pending.difference_update(hit)
-            out += [_acked({"t_us": t, "pn": pn, "space": space}) for pn in hit]
+            out += [(i, _acked({"t_us": t, "pn": pn, "space": space})) for pn in hit]
     return out, bad
 
 

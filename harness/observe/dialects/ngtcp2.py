@@ -16,6 +16,9 @@ class Ngtcp2Dialect(Dialect):
 
     stack = "ngtcp2"
     LOGS = CAPABILITIES - {"congestion_state"}
+    # ngtcp2 logs the losses an ACK revealed before the packet that carried it, and
+    # the window after: packet_lost ×n, packet_received (ACK), metrics_updated.
+    losses_before_acks = True
     FACTS = (
         "ngtcp2: no congestion states logged (left to harness/observe/states.py)",
         "ngtcp2: event times in whole milliseconds; reference_time 0 names no clock",
