@@ -166,6 +166,9 @@ def test_slow_start_ends_without_loss_when_the_window_stalls():
                Metrics(t + 10, congestion_window=40_000, bytes_in_flight=bif)]
     states = infer_states(Trace("t", "server", ev, "-"), beta=0.7, mss=MSS)
     assert names(states) == ["SlowStart", "CongestionAvoidance"]
+    # A stack that logs ssthresh whenever it sets it (ngtcp2) has logged none here: its
+    # ssthresh is still infinite, and the stall is no exit from slow start.
+    assert names(infer_states(Trace("ngtcp2", "server", ev, "-"), beta=0.7, mss=MSS)) == ["SlowStart"]
 
 
 def test_window_at_its_maximum_for_many_rtts_is_maxed():

@@ -14,7 +14,8 @@ states. Every inferred state has ``inferred=True``. Times µs, sizes bytes. The 
   reduced window [§7.3.2]. While it is unknown and infinite, growth of less than
   SS_GROWTH_RATIO per acknowledged byte over an RTT, or cwnd-limited ACKs of
   SS_STALL·cwnd without growth, mean slow start ended without a loss (HyStart,
-  RFC 9406; quic-go logs no ssthresh). The rate alone cannot tell avoidance: CUBIC
+  RFC 9406; quic-go logs no ssthresh), unless the stack logs ssthresh whenever it
+  sets it (Dialect.unset_ssthresh_is_infinite: ngtcp2), when none logged is infinite. The rate alone cannot tell avoidance: CUBIC
   grows faster than one datagram per RTT.
 - **Recovery** starts at a window reduction within one smoothed RTT after a declared
   loss, dated at the loss (quic-go logs the new window only at the next ACK); without
@@ -141,6 +142,10 @@ class _Walk:
         self.cwnd: int | None = None  # bytes, as last logged; so are the next two
         self.bif: int | None = None
         self.logged_ssthresh: int | None = None
+        # A stack that logs ssthresh when it sets it is in slow start until it does.
+        from harness.observe import dialects
+
+        self.ssthresh_logged_when_set = dialects.get(trace.stack).unset_ssthresh_is_infinite
         self.max_cwnd, self.implied_ssthresh = 0, math.inf
         self.latest_rtt = self.srtt = self.min_rtt = None
         self.base, self.overlay, self.overlay_since = "SlowStart", None, -math.inf
@@ -321,7 +326,8 @@ class _Walk:
         # an undo of a spurious reduction (quiche), which no ACK could grow this much.
         ss, ratio = self.ssthresh(), self.growth_per_acked(t_us, new)
         jump = new - old > 2 * max(acked, self.mss)
-        if self.logged_ssthresh is None and ratio is not None and new < ss and not jump:
+        if self.logged_ssthresh is None and not self.ssthresh_logged_when_set and ratio is not None and new < ss \
+                and not jump:
             slow = ratio >= SS_GROWTH_RATIO
         else:
             slow = new < ss
@@ -345,7 +351,8 @@ class _Walk:
             self.base, self.flat_since = self.growth_state(), t_us
             self.emit(t_us, f"ACK with {prior_bif} B in flight: cwnd-limited again")
         self.acked_flat += acked
-        if self.base == "SlowStart" and self.logged_ssthresh is None and self.acked_flat >= self.cwnd * SS_STALL:
+        if self.base == "SlowStart" and self.logged_ssthresh is None and not self.ssthresh_logged_when_set \
+                and self.acked_flat >= self.cwnd * SS_STALL:
             # Slow start grows on every cwnd-limited ACK [§7.3.1]; a stall this long means it
             # ended without a loss (HyStart, RFC 9406), as if ssthresh = cwnd.
             self.implied_ssthresh = min(self.implied_ssthresh, self.cwnd)

@@ -144,6 +144,11 @@ class Dialect:
     #: two runs: a packet is declared lost only below the largest acknowledged
     #: (RFC 9002 §6.1), so the acknowledgements come first.
     losses_before_acks: ClassVar[bool] = False
+    #: Whether the stack logs ssthresh whenever it sets it (a loss, HyStart's exit), so
+    #: none logged yet means it is still infinite: slow start. Otherwise a stall or slow
+    #: growth before any ssthresh is logged is read as a slow start that ended without
+    #: a loss (harness/observe/states.py; quic-go logs no ssthresh at all).
+    unset_ssthresh_is_infinite: ClassVar[bool] = False
     #: Whether the stack logs packet_received after it has handled the packet's
     #: frames, so the events its ACK frames caused (acknowledged packets, the window
     #: they grew, losses they declared, the state they changed) come before it in the

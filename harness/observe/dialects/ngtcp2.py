@@ -19,6 +19,8 @@ class Ngtcp2Dialect(Dialect):
     # ngtcp2 logs the losses an ACK revealed before the packet that carried it, and
     # the window after: packet_lost ×n, packet_received (ACK), metrics_updated.
     losses_before_acks = True
+    # Its metrics carry ssthresh from the moment it is set (a cut, or HyStart++'s exit).
+    unset_ssthresh_is_infinite = True
     FACTS = (
         "ngtcp2: no congestion states logged (left to harness/observe/states.py)",
         "ngtcp2: event times in whole milliseconds; reference_time 0 names no clock",
