@@ -54,7 +54,7 @@ def build(report, exc: BaseException | None, *, prop: str, case: str | None, tar
         # The judged stack is the data's sender; its peer (None: the same stack) is the
         # receiver, and the direction says which of them is the client.
         "peer": getattr(getattr(target, "peer", None), "name", None),
-        "direction": getattr(target, "direction", None) if target is not None else None,
+        "direction": getattr(target, "direction", None),
         "case": case,
         "mode": mode,
         "mode_option": mode_option,

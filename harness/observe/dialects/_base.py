@@ -351,8 +351,7 @@ class Dialect:
     def _derive(self, w: _Walk) -> None:
         """Events implied by the walk: acks from ACK frames, PTOs from pto_count."""
         acked, bad = _derive_acks(w.sent, w.acks)
-        w.events = _insert_at(w.events, [(w.ack_pos[i] if i < len(w.ack_pos) else len(w.events), a)
-                                         for i, a in acked])
+        w.events = _insert_at(w.events, [(w.ack_pos[i], a) for i, a in acked])
         w.skipped += bad
         if w.timer_events == 0:
             w.events += w.pto_derived
