@@ -205,6 +205,7 @@ def test_min_rtt_is_the_least_rtt_sample(longlook, target, schedule):
     itself and each later sample: it is never above a sample taken since, nor (a
     broken estimator) below the link's base round trip. Trigger: an RTT sample."""
     outcomes.require(target, "rtt_samples")
+    outcomes.require(target, "min_rtt")
     with longlook.run(target, schedule, PLAN) as obs:
         trace, frames, _, join = _joined(obs, target)
         first_ack = min(f.t_us for f in frames) - join.late_us
@@ -215,12 +216,18 @@ def test_min_rtt_is_the_least_rtt_sample(longlook, target, schedule):
 def judge_smoothed_floor(target_id: str, trace, first_ack_us: float, path_us: float) -> None:
     """smoothed_rtt ≥ min_rtt while min_rtt is not reset: each adjusted sample is at
     least the min_rtt of its time (§5.3) and min_rtt only falls, so their moving
-    average is too, whatever its gain. And no RTT is below the link's round trip."""
+    average is too, whatever its gain. And no RTT is below the link's round trip.
+    A sender that logs no min_rtt at all is held to the least of its samples, which
+    is §5.2's definition of min_rtt."""
     min_rtt = None
-    for m in trace.of(Metrics):
+    metrics = trace.of(Metrics)
+    logs_min = any(m.min_rtt_us is not None for m in metrics)
+    for m in metrics:
         if m.t_us < first_ack_us or (m.latest_rtt_us is None and min_rtt is None):
             continue  # before the first sample: placeholders
-        if m.min_rtt_us is not None:
+        if not logs_min and m.latest_rtt_us is not None:
+            min_rtt = m.latest_rtt_us if min_rtt is None else min(min_rtt, m.latest_rtt_us)
+        elif m.min_rtt_us is not None:
             if min_rtt is not None and m.min_rtt_us > min_rtt + SAME_US:
                 return  # a reset (persistent congestion): the bound holds no longer
             min_rtt = m.min_rtt_us

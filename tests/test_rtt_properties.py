@@ -108,6 +108,23 @@ def test_smoothed_rtt_below_min_rtt_fails():
     assert _kind(rtt.judge_smoothed_floor, "x", ok, 99_000, PATH) is None
 
 
+def test_a_sender_without_min_rtt_is_held_to_its_least_sample():
+    # kwik logs samples but no min_rtt: the floor is the least sample (§5.2), so the
+    # same subtraction below it fails, and the conformant update passes.
+    trace = _trace(Metrics(100_000, latest_rtt_us=41_000, smoothed_rtt_us=41_000),
+                   Metrics(125_000, latest_rtt_us=65_600, smoothed_rtt_us=40_950))
+    assert _kind(rtt.judge_smoothed_floor, "x", trace, 99_000, PATH) == "smoothed-rtt-below-min-rtt"
+    ok = _trace(Metrics(100_000, latest_rtt_us=41_000, smoothed_rtt_us=41_000),
+                Metrics(125_000, latest_rtt_us=65_600, smoothed_rtt_us=44_075))
+    assert _kind(rtt.judge_smoothed_floor, "x", ok, 99_000, PATH) is None
+
+
+def test_min_rtt_is_a_capability_of_its_own():
+    from harness.observe import dialects
+    assert not dialects.get("kwik").logs("min_rtt") and dialects.get("kwik").logs("rtt_samples")
+    assert dialects.get("aioquic").logs("min_rtt")
+
+
 def test_floor_bites_where_the_delay_would_cross_the_least_sample():
     frames = [_ack(100_000, 41_000), _ack(125_000, 65_600, largest=12, delay=25_000),
               _ack(126_000, 70_000, largest=14, delay=5_000)]

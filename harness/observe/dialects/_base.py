@@ -120,10 +120,11 @@ class _Walk:
 
 #: The capabilities a dialect may declare: packet_lost events; the ACK frames it
 #: received (packet_acked); the congestion window, bytes in flight and smoothed RTT
-#: in its metrics; its RTT samples (latest_rtt and min_rtt in its metrics);
-#: congestion states; PTO expiries (a timer event, or pto_count in its metrics).
+#: in its metrics; its RTT samples (latest_rtt in its metrics) and its min_rtt
+#: (apart: kwik's hook hands out the samples, not the minimum it keeps); congestion
+#: states; PTO expiries (a timer event, or pto_count in its metrics).
 CAPABILITIES = frozenset({"packet_lost", "ack_frames", "congestion_window", "bytes_in_flight", "smoothed_rtt",
-                          "rtt_samples", "congestion_state", "pto_expired"})
+                          "rtt_samples", "min_rtt", "congestion_state", "pto_expired"})
 
 
 class Dialect:

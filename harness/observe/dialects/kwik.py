@@ -5,7 +5,9 @@ kwik's core calls a QLog interface whose writer is not published; our endpoint
 with `transport:*` / `recovery:*` names, a wall-clock reference_time and
 reference_time_monotonic_us in the description (clock "wall"). RTTs are whole ms, as
 kwik keeps them. Absent: congestion states, ssthresh, loss triggers, PTO counts or
-timer events (PTO expiries come from the wire), and the client's received packets.
+timer events (PTO expiries come from the wire), min_rtt (kwik's hook passes the
+smoothed and latest RTT and the variance, not the minimum it keeps privately), and the
+client's received packets.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ class KwikDialect(Dialect):
     """kwik's trace: standard names; no states, ssthresh, triggers or PTO counts."""
 
     stack = "kwik"
-    LOGS = CAPABILITIES - {"congestion_state", "pto_expired"}
+    LOGS = CAPABILITIES - {"congestion_state", "pto_expired", "min_rtt"}
     FACTS = (
         "kwik: no congestion states logged (left to harness/observe/states.py)",
-        "kwik: no ssthresh, loss trigger or PTO count; RTTs in whole ms; the trace is written by our endpoint",
+        "kwik: no ssthresh, loss trigger, PTO count or min_rtt; RTTs in whole ms; the trace is written by our endpoint",
     )
