@@ -3,6 +3,9 @@
 RFC 9002 §6.1: a packet is declared lost only when kPacketThreshold (3) later
 packets are acknowledged, or kTimeThreshold (9/8 RTT) has passed. Kakhki et al.
 (IMC'17 §5) found QUIC reading reordering as loss and slowing down.
+RFC 9002 §6.1.2: "To avoid declaring packets as lost too early, this time threshold
+MUST be set to at least the local timer granularity, as indicated by the kGranularity
+constant."
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from hypothesis import example, given
 from harness.observe.events import Metrics, PacketSent
 from harness.rfc import K_GRANULARITY_US, K_PACKET_THRESHOLD, K_TIME_THRESHOLD
 from harness.schedule import TransferPlan, strategies
+from harness.schedule.strategies import QUIC, BaseLink
+from harness.schedule.types import Action
 from harness.verdict import analysis, outcomes
 from harness.verdict.bounds import BETA
 from harness.verdict.deviation import check
@@ -32,10 +37,18 @@ def schedule_rtt_us(schedule) -> float:
     return (phase.s2c.delay_us or 0) + (phase.c2s.delay_us or 0)
 
 
+def largest_acked_by(acks: list[tuple[float, int]], t_us: float) -> int:
+    """The largest packet number acknowledged by `t_us` (-1: none), from first_acks.
+    §6.1.1's packet threshold is a distance in packet numbers from it
+    ("largest_acked_packet - kPacketThreshold"), not a count of later packets
+    acknowledged: packets between may still be on their way."""
+    return max((q for t, q in acks if t <= t_us), default=-1)
+
+
 def by_neither_threshold(trace, view, declared) -> list[tuple]:
     """(loss, why) for each declared application loss that neither of §6.1's thresholds
-    allowed by the sender's own account when it was declared: fewer than
-    kPacketThreshold later packets acknowledged, and less than kTimeThreshold ×
+    allowed by the sender's own account when it was declared: the largest acknowledged
+    fewer than kPacketThreshold packet numbers on, and less than kTimeThreshold ×
     max(smoothed_rtt, latest_rtt) (its last logged values) since the packet was sent,
     less kGranularity for the timer and the log's timestamps."""
     sent = {p.pn: p.t_us for p in trace.of(PacketSent) if p.space == "application"}
@@ -46,13 +59,14 @@ def by_neither_threshold(trace, view, declared) -> list[tuple]:
     for loss in declared:
         if loss.space != "application" or loss.pn not in sent:
             continue
-        later = sum(1 for t, q in acks if q > loss.pn and t <= loss.t_us + ORDER_SLACK_US)
+        later = largest_acked_by(acks, loss.t_us + ORDER_SLACK_US) - loss.pn
         rtt = next((r for t, r in reversed(rtts) if t <= loss.t_us), 0.0)
         age = loss.t_us - sent[loss.pn]
-        if later >= K_PACKET_THRESHOLD or (later and age >= K_TIME_THRESHOLD * rtt - K_GRANULARITY_US):
+        if later >= K_PACKET_THRESHOLD or (later > 0 and age >= K_TIME_THRESHOLD * rtt - K_GRANULARITY_US):
             continue
-        out.append((loss, f"pn {loss.pn} declared {age / 1e3:.2f} ms after it was sent, with {later} later "
-                          f"packets acknowledged, where 9/8 × {rtt / 1e3:.2f} ms = {K_TIME_THRESHOLD * rtt / 1e3:.2f} ms"))
+        out.append((loss, f"pn {loss.pn} declared {age / 1e3:.2f} ms after it was sent, the largest acknowledged "
+                          f"{max(later, 0)} packet numbers on, where 9/8 × {rtt / 1e3:.2f} ms = "
+                          f"{K_TIME_THRESHOLD * rtt / 1e3:.2f} ms"))
     return out
 
 
@@ -117,3 +131,103 @@ def test_reordering_below_threshold_causes_no_recovery(longlook, target, schedul
             cuts = analysis.reductions(trace)
             check(not cuts, "reduction-without-loss", lambda: f"{target.id}: window reduced without any loss: "
                   f"{cuts[0].describe()}", cuts=len(cuts))
+
+
+#: Small objects one after another: each a flight of a few datagrams that an extra
+#: delay lets its successors overtake, with the queue (and so the sender's RTT) near
+#: empty between them.
+FLOOR_PLAN = TransferPlan(sizes=(4_000,) * 40, testcase="transfer")
+#: A send and the loss it became are logged on one clock: this covers their rounding
+#: and a send logged a little after the stack stamped it (µs).
+FLOOR_SLACK_US = 100
+#: An ACK and the losses it reveals are logged this close on a sub-millisecond link
+#: (µs); ORDER_SLACK_US's whole millisecond would swallow the floor being judged.
+FLOOR_ORDER_US = 100
+
+
+def _rtt_at(rtts: list[tuple[float, float]], t_us: float) -> float:
+    return next((r for t, r in reversed(rtts) if t <= t_us), 0.0)
+
+
+def _rtts(trace) -> list[tuple[float, float]]:
+    return [(m.t_us, max(m.smoothed_rtt_us or 0, m.latest_rtt_us or 0)) for m in trace.of(Metrics)
+            if m.smoothed_rtt_us or m.latest_rtt_us]
+
+
+def floor_breaches(trace, view) -> list[tuple]:
+    """(loss, its age, why) per declared application loss that only the time threshold can have
+    declared (the largest acknowledged by then fewer than kPacketThreshold packet numbers
+    on) less than
+    kGranularity after its packet was sent, both by the sender's own clock."""
+    sent = {p.pn: p.t_us for p in trace.of(PacketSent) if p.space == "application"}
+    acks = analysis.first_acks(trace, view)
+    rtts = _rtts(trace)
+    out = []
+    for loss in analysis.losses(trace):
+        if loss.space != "application" or loss.pn not in sent:
+            continue
+        later = largest_acked_by(acks, loss.t_us + FLOOR_ORDER_US) - loss.pn
+        age = loss.t_us - sent[loss.pn]
+        if later >= K_PACKET_THRESHOLD or age >= K_GRANULARITY_US - FLOOR_SLACK_US:
+            continue
+        rtt = _rtt_at(rtts, loss.t_us)
+        out.append((loss, age, f"pn {loss.pn} declared lost {age:.0f} µs after it was sent, the largest acknowledged "
+                               f"{max(later, 0)} packet numbers on, where max(9/8 × {rtt:.0f} µs, kGranularity) = "
+                          f"{max(K_TIME_THRESHOLD * rtt, K_GRANULARITY_US):.0f} µs"))
+    return out
+
+
+def floor_triggers(trace, view) -> list[int]:
+    """Packets whose acknowledgement put the floor to work, by the wire: a later packet
+    acknowledged first (none kPacketThreshold packet numbers on), and its own ACK
+    reaching the sender after 9/8 × the sender's max(smoothed_rtt, latest_rtt) at that
+    moment but within kGranularity of its send. A sender without the floor declares it
+    lost; one with it does not."""
+    sent: dict[int, float] = {}
+    for d in view.datagrams:
+        if d.entered and d.direction == "s2c":
+            for p in d.packets:
+                if p.space == "application" and p.pn is not None and p.ack_eliciting:
+                    sent.setdefault(p.pn, d.t_us)
+    acks = analysis.wire_first_acks(view)
+    own = {pn: t for t, pn in acks}
+    rtts = _rtts(trace)
+    out = []
+    for pn, t_sent in sent.items():
+        t_own = own.get(pn)
+        if t_own is None or t_own - t_sent >= K_GRANULARITY_US - FLOOR_SLACK_US:
+            continue
+        overtakers = [t for t, q in acks if q > pn and t < t_own]
+        if overtakers and largest_acked_by(acks, t_own - 1) - pn < K_PACKET_THRESHOLD \
+                and t_sent + K_TIME_THRESHOLD * _rtt_at(rtts, overtakers[0]) < t_own - FLOOR_SLACK_US:
+            out.append(pn)
+    return out
+
+
+@example(schedule=BaseLink(rate_bps=1_000_000_000, rtt_us=200).schedule(
+    0, actions=[Action("s2c", i, "delay", flow=QUIC, extra_us=300) for i in (8, 20, 33, 47, 62, 80, 101, 125)]))
+@given(schedule=strategies.sub_granularity_delays())
+def test_time_threshold_is_at_least_the_granularity(longlook, target, schedule):
+    """RFC 9002 §6.1.2: the time threshold is at least kGranularity (1 ms). On a link
+    whose round trip is a few hundred µs, datagrams delayed by less than a millisecond
+    are overtaken by the rest of their small flight; no packet is declared lost, with
+    the largest acknowledged fewer than kPacketThreshold packet numbers on, less than
+    kGranularity after it was sent. Trigger: a packet acknowledged after a later one, after 9/8 of
+    the sender's RTT but within kGranularity of its send."""
+    outcomes.require(target, "packet_lost")
+    outcomes.require(target, "smoothed_rtt")  # the trigger is judged by the sender's own RTT
+    # A sender whose RTT never falls below 8/9 ms (aioquic floors its samples at 1 ms)
+    # never meets the trigger: its examples count toward max_examples, not a hunt.
+    with outcomes.rare_trigger(), longlook.run(target, schedule, FLOOR_PLAN) as obs:
+        obs.completed()
+        trace, view = obs.sender, obs.wire
+        breaches = floor_breaches(trace, view)
+        triggers = floor_triggers(trace, view)
+        if not breaches and not triggers:
+            outcomes.not_exercised("no packet was acknowledged after a later one between 9/8 of the sender's RTT "
+                                   "and kGranularity after its send")
+        check(not breaches, "loss-before-granularity", lambda: (
+            f"{target.id}: {len(breaches)} packets declared lost by time less than kGranularity (1 ms) after they "
+            f"were sent (pn {[b[0].pn for b in breaches[:8]]}); {len(triggers)} packets came back between 9/8 of "
+            f"the RTT and 1 ms after their successors; first: {breaches[0][2]}"
+        ), declared=len(breaches), least_age_us=min((b[1] for b in breaches), default=0.0))

@@ -408,3 +408,25 @@ def client_first_flight_lost(base: BaseLink, seed: int) -> Schedule:
 def client_first_flights_lost() -> st.SearchStrategy[Schedule]:
     """client_first_flight_lost on the base links (the RTT plays no part: there is no sample)."""
     return st.builds(client_first_flight_lost, base_links, seeds)
+
+
+#: A link whose round trip is far below kGranularity (1 ms, RFC 9002 §6.1.2): 1 Gbit/s
+#: (a 1500-byte datagram in 12 µs, so a small object's flight queues for well under a
+#: millisecond) and 100–300 µs of propagation.
+SUB_MS_LINKS = st.builds(BaseLink, rate_bps=st.just(1_000_000_000), rtt_us=st.sampled_from([100, 200, 300]))
+#: Extra one-way delays that let the next datagrams of a small flight overtake one and
+#: be acknowledged first, yet bring it in well before a millisecond has passed since it
+#: was sent (µs): beyond 9/8 of these round trips, within the floor.
+SUB_MS_EXTRA = st.integers(min_value=100, max_value=500)
+
+
+@replayable
+def sub_granularity_delays() -> st.SearchStrategy[Schedule]:
+    """Single server→client datagrams delayed by 100–500 µs on a sub-millisecond
+    link: overtaken and acknowledged after their successors, they arrive later than
+    9/8 of the round trip but sooner than kGranularity after they were sent, so only
+    the time threshold's floor (§6.1.2) keeps them from being declared lost."""
+    delay = st.builds(lambda i, e: Action("s2c", i, "delay", flow=QUIC, extra_us=e),
+                      st.integers(min_value=6, max_value=160), SUB_MS_EXTRA)
+    return st.builds(lambda b, seed, acts: b.schedule(seed, actions=sorted(acts, key=lambda a: a.index)),
+                     SUB_MS_LINKS, seeds, st.lists(delay, min_size=1, max_size=12, unique_by=lambda a: a.index))

@@ -385,15 +385,22 @@ def first_acks(trace, view) -> list[tuple[float, int]]:
     for a in trace.of(PacketAcked):
         if a.space == "application":
             first.setdefault(a.pn, a.t_us)
-    if not first:
-        unacked = sorted({p.pn for d in view.datagrams if d.entered and d.direction == "s2c"
-                          for p in d.packets if p.space == "application" and p.pn is not None})
-        for d in view.datagrams:
-            if d.entered or d.direction != "c2s":
-                continue
-            for f in (f for p in d.packets if p.space == "application" for f in p.frames):
-                for low, high in getattr(f, "ranges", ()) if getattr(f, "name", "") == "ack" else ():
-                    i, k = bisect.bisect_left(unacked, low), bisect.bisect_right(unacked, high)
-                    first.update((pn, d.t_us) for pn in unacked[i:k])
-                    del unacked[i:k]
+    return sorted((t, pn) for pn, t in first.items()) if first else wire_first_acks(view)
+
+
+def wire_first_acks(view) -> list[tuple[float, int]]:
+    """(when an ACK frame covering it first reached the sender, pn) of each application
+    packet the sender put on the wire, in time order: the wire's account, whatever the
+    sender logged (a packet it had declared lost is in it too)."""
+    first: dict[int, float] = {}
+    unacked = sorted({p.pn for d in view.datagrams if d.entered and d.direction == "s2c"
+                      for p in d.packets if p.space == "application" and p.pn is not None})
+    for d in view.datagrams:
+        if d.entered or d.direction != "c2s":
+            continue
+        for f in (f for p in d.packets if p.space == "application" for f in p.frames):
+            for low, high in getattr(f, "ranges", ()) if getattr(f, "name", "") == "ack" else ():
+                i, k = bisect.bisect_left(unacked, low), bisect.bisect_right(unacked, high)
+                first.update((pn, d.t_us) for pn in unacked[i:k])
+                del unacked[i:k]
     return sorted((t, pn) for pn, t in first.items())
