@@ -350,3 +350,22 @@ def test_firefox_s_timer_losses_go_before_the_cut_too(tmp_path):
     t = qlog.read_trace(p, "firefox", "client", LINK_START_NS)
     at = [type(e).__name__ for e in t.events if e.t_us == 90_000.0]
     assert at == ["PacketLost", "Metrics"], at
+
+
+def test_kwik_s_trace_is_read_in_the_order_kwik_wrote_it(tmp_path):
+    """kwik's hook stamps an ACK's packet with the instant the datagram arrived and the
+    window it grew with the moment of the call: under load the ACK's time comes
+    milliseconds before a window already logged. File order is kwik's order, so the
+    trace is read monotone in it; other stacks keep their own times."""
+    events = [
+        sent(1.0, 0), sent(1.0, 1),
+        {"time": 9.0, "name": "recovery:metrics_updated", "data": {"congestion_window": 12000}},
+        ack(4.0, [0, 1]),  # arrived at 4 ms, handled after the window logged at 9 ms
+        {"time": 10.0, "name": "recovery:metrics_updated", "data": {"congestion_window": 14504}},
+    ]
+    t = qlog.read_trace(seq(tmp_path, events), "kwik", "server", LINK_START_NS)
+    kinds = [type(e).__name__ for e in t.events]
+    assert kinds == ["PacketSent", "PacketSent", "Metrics", "PacketAcked", "PacketAcked", "Metrics"]
+    assert [e.t_us for e in t.of(ev.PacketAcked)] == [9000.0, 9000.0]
+    other = qlog.read_trace(seq(tmp_path, events, name="o.sqlog"), "quinn", "server", LINK_START_NS)
+    assert [e.t_us for e in other.of(ev.PacketAcked)] == [4000.0, 4000.0]

@@ -500,3 +500,9 @@ def test_a_skip_in_an_explicit_example_keeps_the_propertys_reason_only():
             "test_x(\n    longlook=<harness.verdict.runner.Runner object at 0x7f>,\n)")
     report = SimpleNamespace(skipped=True, passed=False, when="call", longrepr=("f.py", 1, "Skipped: " + note))
     assert outcome_of(report) == ("skipped", "not applicable: a rule of the bbr family; cubic is cubic")
+    # The verdict text too: the skip's exception would repeat the note.
+    from harness.results.record import verdict_text
+    exc = pytest.skip.Exception("not applicable: a rule of the bbr family; cubic is cubic\nFailing explicit "
+                                "example: test_x(...)")
+    assert verdict_text(report, exc, "not applicable: a rule of the bbr family; cubic is cubic") \
+        == "not applicable: a rule of the bbr family; cubic is cubic"

@@ -169,6 +169,9 @@ def test_slow_start_ends_without_loss_when_the_window_stalls():
     # A stack that logs ssthresh whenever it sets it (ngtcp2) has logged none here: its
     # ssthresh is still infinite, and the stall is no exit from slow start.
     assert names(infer_states(Trace("ngtcp2", "server", ev, "-"), beta=0.7, mss=MSS)) == ["SlowStart"]
+    # Nor for one that sets it only at a reduction (kwik's NewReno, no HyStart): its
+    # stall is its application-limited rule.
+    assert names(infer_states(Trace("kwik", "server", ev, "-"), beta=0.5, mss=MSS)) == ["SlowStart"]
 
 
 def test_window_at_its_maximum_for_many_rtts_is_maxed():

@@ -15,7 +15,8 @@ states. Every inferred state has ``inferred=True``. Times µs, sizes bytes. The 
   SS_GROWTH_RATIO per acknowledged byte over an RTT, or cwnd-limited ACKs of
   SS_STALL·cwnd without growth, mean slow start ended without a loss (HyStart,
   RFC 9406; quic-go logs no ssthresh), unless the stack logs ssthresh whenever it
-  sets it (Dialect.unset_ssthresh_is_infinite: ngtcp2), when none logged is infinite. The rate alone cannot tell avoidance: CUBIC
+  sets it, or sets it only at a reduction (Dialect.unset_ssthresh_is_infinite: ngtcp2,
+  kwik), when none logged is infinite. The rate alone cannot tell avoidance: CUBIC
   grows faster than one datagram per RTT.
 - **Recovery** starts at a window reduction within one smoothed RTT after a declared
   loss, dated at the loss (quic-go logs the new window only at the next ACK); without

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import math
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter
@@ -145,10 +146,12 @@ class Dialect:
     #: two runs: a packet is declared lost only below the largest acknowledged
     #: (RFC 9002 §6.1), so the acknowledgements come first.
     losses_before_acks: ClassVar[bool] = False
-    #: Whether the stack logs ssthresh whenever it sets it (a loss, HyStart's exit), so
-    #: none logged yet means it is still infinite: slow start. Otherwise a stall or slow
-    #: growth before any ssthresh is logged is read as a slow start that ended without
-    #: a loss (harness/observe/states.py; quic-go logs no ssthresh at all).
+    #: Whether the trace shows every setting of ssthresh: logged whenever set (a loss,
+    #: HyStart's exit; ngtcp2), or set only by a congestion event, whose reduction the
+    #: logged window shows (kwik's NewReno, which has no HyStart). None seen yet then
+    #: means it is still infinite: slow start. Otherwise a stall or slow growth before
+    #: any ssthresh is logged is read as a slow start that ended without a loss
+    #: (harness/observe/states.py; quic-go logs no ssthresh at all).
     unset_ssthresh_is_infinite: ClassVar[bool] = False
     #: Whether the stack logs packet_received after it has handled the packet's
     #: frames, so the events its ACK frames caused (acknowledged packets, the window
@@ -158,6 +161,13 @@ class Dialect:
     #: than HANDLING_US before the packet was logged (a timer's own effects, logged
     #: long before, stay the timer's).
     received_after_handling: ClassVar[bool] = False
+    #: Whether the file's order is the order the stack acted in while its times are
+    #: not: a hook that stamps packet events with an instant the stack took earlier
+    #: (kwik: the moment it received a datagram or queued a packet) and metrics with
+    #: the moment of the call, so under load an ACK shows up milliseconds before the
+    #: window it grew had been logged. Such a trace is read monotone in file order:
+    #: no event earlier than the one written before it.
+    file_order_is_causal: ClassVar[bool] = False
     #: The longest a packet's handling is taken to last (µs): its effects are logged
     #: within it, before the packet itself.
     HANDLING_US: ClassVar[float] = 5_000.0
@@ -222,11 +232,15 @@ class Dialect:
         handlers, k, off = self.handlers, w.clock.scale, w.clock.offset_us
         factor = {"rtt": w.rtt_scale, "rate": self.pacing_bps}
         w.metric_conv = {key: (name, factor.get(kind)) for key, (name, kind) in self.METRICS.items()}
+        monotone, last = self.file_order_is_causal, -math.inf
         for e in events:
             try:
                 h = handlers.get(e["name"])
                 if h is not None:
-                    h(w, e["time"] * k + off, e.get("data") or {})
+                    t = e["time"] * k + off
+                    if monotone:
+                        t = last = max(t, last)
+                    h(w, t, e.get("data") or {})
             except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
                 w.skipped += 1
 

@@ -7,7 +7,10 @@ reference_time_monotonic_us in the description (clock "wall"). RTTs are whole ms
 kwik keeps them. Absent: congestion states, ssthresh, loss triggers, PTO counts or
 timer events (PTO expiries come from the wire), min_rtt (kwik's hook passes the
 smoothed and latest RTT and the variance, not the minimum it keeps privately), and the
-client's received packets.
+client's received packets. Packet events carry the instant kwik took for the packet
+(its receipt, its queueing to send), metrics the moment of the hook's call; under load
+the two differ by milliseconds, so the trace is read monotone in file order, which is
+the order kwik acted in (Dialect.file_order_is_causal).
 """
 
 from __future__ import annotations
@@ -20,6 +23,14 @@ class KwikDialect(Dialect):
 
     stack = "kwik"
     LOGS = CAPABILITIES - {"congestion_state", "pto_expired", "min_rtt"}
+    # The hook passes a packet's own instant (received, queued to send) and none with
+    # metrics, which Qlog.java stamps at the call: file order is kwik's order.
+    file_order_is_causal = True
+    # kwik 0.10.8's NewReno sets ssthresh in one place, its congestion event, which
+    # halves the logged window; it has no HyStart. A stall in slow start is its
+    # application-limited rule (it grows only on ACKs that found the window full to
+    # within 3 bytes), not an exit.
+    unset_ssthresh_is_infinite = True
     FACTS = (
         "kwik: no congestion states logged (left to harness/observe/states.py)",
         "kwik: no ssthresh, loss trigger, PTO count or min_rtt; RTTs in whole ms; the trace is written by our endpoint",
