@@ -12,7 +12,8 @@ declared — with every packet's size and whether it counts in flight taken from
 wire (the sender side's decrypted capture, matched by packet number). So the check
 does not depend on when the capture saw a datagram, only on what the stack counted.
 Every reported value after the handshake must be within one datagram of the expected
-count at some point within ORDER_SLACK_US of the report in the sender's own log.
+count at some point within ORDER_SLACK_US of the report in the sender's own log
+(longer where the stack's threads log further apart: Dialect.LOG_ORDER_SLACK_US).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import bisect
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from harness.observe import dialects
 from harness.observe.events import Metrics, PacketAcked, PacketLost, PacketSent
 from harness.schedule import TransferPlan, strategies
 from harness.schedule.strategies import BaseLink
@@ -36,8 +38,13 @@ DARK_PLAN = TransferPlan(sizes=(2_000_000,))
 #: are compared within one datagram, so one uncounted probe would hide in that slack.
 PROBES_TO_JUDGE = 2
 #: Stacks log an ACK's effect and the ACK's packet microseconds apart, in either
-#: order: events this close are taken as simultaneous.
+#: order: events this close are taken as simultaneous. A stack whose threads log
+#: further apart says so (Dialect.LOG_ORDER_SLACK_US: kwik).
 ORDER_SLACK_US = 1_000
+
+
+def order_slack_us(target) -> float:
+    return max(ORDER_SLACK_US, dialects.get(target.stack.name).LOG_ORDER_SLACK_US)
 
 
 @example(schedule=strategies.CLEAN_LOSSLESS_LINK)
@@ -56,7 +63,8 @@ def test_bytes_in_flight_match_the_wire(longlook, target, schedule):
               f"{target.id}: no bytes_in_flight in the sender's qlog, which reports it", event="bytes_in_flight")
         mss = analysis.max_datagram(trace)
         mismatches, checked = [], 0
-        for t, value, expected in _replay(trace, counted_on_wire(obs.wire)):
+        slack = order_slack_us(target)
+        for t, value, expected in _replay(trace, counted_on_wire(obs.wire), slack):
             checked += 1
             if not any(abs(value - e) <= mss for e in expected):
                 mismatches.append((t, value, min(expected), max(expected)))
@@ -66,7 +74,7 @@ def test_bytes_in_flight_match_the_wire(longlook, target, schedule):
             f"{target.id}: {len(mismatches)} of {checked} reported bytes_in_flight differ by more than a datagram "
             f"({mss} B) from the sum of its unacknowledged, not-lost ack-eliciting packets on the wire; first at "
             f"t={mismatches[0][0] / 1e6:.4f} s: reported {mismatches[0][1]}, expected "
-            f"{mismatches[0][2]}…{mismatches[0][3]} within ±{ORDER_SLACK_US / 1e3:.0f} ms of the sender's own log"
+            f"{mismatches[0][2]}…{mismatches[0][3]} within ±{slack / 1e3:.0f} ms of the sender's own log"
         ), mismatch_share=len(mismatches) / checked)
 
 
@@ -101,13 +109,14 @@ def test_probes_count_in_flight(longlook, target, schedule):
         sent_at = [e.t_us for e in trace.of(PacketSent) if e.space == "application" and e.pn in nth]
         if not sent_at:
             outcomes.not_exercised("the sender's log has no send of its second probe datagram")
-        judged_from = min(sent_at) + ORDER_SLACK_US
+        slack = order_slack_us(target)
+        judged_from = min(sent_at) + slack
         # The wire's quiet period ends at the first news reaching the sender; its log's
         # reports are on its own clock, compared up to that instant (less the slack).
         mss = analysis.max_datagram(trace)
         checked, behind = 0, []
-        for t, value, expected in _replay(trace, counted_on_wire(view)):
-            if not judged_from <= t < quiet_to - ORDER_SLACK_US:
+        for t, value, expected in _replay(trace, counted_on_wire(view), slack):
+            if not judged_from <= t < quiet_to - slack:
                 continue
             checked += 1
             if not any(abs(value - e) <= mss for e in expected):
@@ -182,8 +191,8 @@ def counted_on_wire(view) -> dict[int, int]:
     return out
 
 
-def _replay(trace, on_wire: dict[int, int]):
-    """(t, reported value, expected values within ±ORDER_SLACK_US) for every report
+def _replay(trace, on_wire: dict[int, int], slack_us: float = ORDER_SLACK_US):
+    """(t, reported value, expected values within ±slack_us) for every report
     once the first application-space ACK has been logged (before it, stacks differ in
     when handshake packets leave the flight)."""
     flying: dict[int, int] = {}
@@ -204,6 +213,6 @@ def _replay(trace, on_wire: dict[int, int]):
         expected.append((e.t_us, sum(flying.values())))
     times = [t for t, _ in expected]
     for t, value in reports:
-        lo = max(bisect.bisect_left(times, t - ORDER_SLACK_US) - 1, 0)
-        hi = bisect.bisect_right(times, t + ORDER_SLACK_US)
+        lo = max(bisect.bisect_left(times, t - slack_us) - 1, 0)
+        hi = bisect.bisect_right(times, t + slack_us)
         yield t, value, [v for _, v in expected[lo:hi]]

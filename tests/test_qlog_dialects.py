@@ -369,3 +369,23 @@ def test_kwik_s_trace_is_read_in_the_order_kwik_wrote_it(tmp_path):
     assert [e.t_us for e in t.of(ev.PacketAcked)] == [9000.0, 9000.0]
     other = qlog.read_trace(seq(tmp_path, events, name="o.sqlog"), "quinn", "server", LINK_START_NS)
     assert [e.t_us for e in other.of(ev.PacketAcked)] == [4000.0, 4000.0]
+
+
+def test_kwik_s_acks_take_effect_where_its_recovery_manager_logged_them(tmp_path):
+    """kwik's receive thread logs a packet, then its recovery manager handles the ACK
+    frame and logs the window with the RTT estimate; a send in between (the send
+    thread) still counts the acknowledged bytes. The acknowledgements sit at the
+    recovery manager's metrics, after that send."""
+    events = [
+        sent(1.0, 0), sent(1.0, 1),
+        ack(4.0, [0, 1]),
+        {"time": 5.0, "name": "recovery:metrics_updated", "data": {"bytes_in_flight": 3756}},
+        sent(5.0, 2),
+        {"time": 7.0, "name": "recovery:metrics_updated",
+         "data": {"bytes_in_flight": 1252, "smoothed_rtt": 40, "latest_rtt": 40, "rtt_variance": 5}},
+    ]
+    t = qlog.read_trace(seq(tmp_path, events), "kwik", "server", LINK_START_NS)
+    kinds = [(type(e).__name__, getattr(e, "pn", None)) for e in t.events]
+    assert kinds == [("PacketSent", 0), ("PacketSent", 1), ("Metrics", None), ("PacketSent", 2),
+                     ("PacketAcked", 0), ("PacketAcked", 1), ("Metrics", None)]
+    assert [e.t_us for e in t.of(ev.PacketAcked)] == [7000.0, 7000.0]

@@ -102,6 +102,9 @@ class _Walk:
     #: same-instant events logged later (the final sort by time is stable). By frame,
     #: not by time: a stack with a coarse clock logs several ACKs in one instant.
     ack_pos: list[int] = field(default_factory=list)
+    #: Indices into `acks` of ACK frames whose place waits for their effect to be
+    #: logged (a dialect that logs a packet on arrival and handles it later: kwik).
+    pending_acks: list[int] = field(default_factory=list)
     #: Where in `events` the effects of the next received packet begin, for a stack
     #: that logs a packet after handling its frames (Dialect.received_after_handling).
     handled_from: int = 0
@@ -168,6 +171,10 @@ class Dialect:
     #: window it grew had been logged. Such a trace is read monotone in file order:
     #: no event earlier than the one written before it.
     file_order_is_causal: ClassVar[bool] = False
+    #: How far apart in its log the stack may write an event and what it did to its
+    #: counts (µs): single-threaded stacks microseconds; kwik, whose send thread
+    #: reports bytes in flight while its receive thread handles an ACK, milliseconds.
+    LOG_ORDER_SLACK_US: ClassVar[float] = 1_000.0
     #: The longest a packet's handling is taken to last (µs): its effects are logged
     #: within it, before the packet itself.
     HANDLING_US: ClassVar[float] = 5_000.0
