@@ -268,21 +268,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     choose_modes(items, config.getoption("--mode"))
     for item in items:
         _count_late_starters(getattr(item, "obj", None))
-    from harness.verdict.findings import FINDINGS, FLAKY_FINDINGS, SIGNATURES, case_keys
+    from harness.verdict.findings import finding_for
 
     for item in items:
         callspec = getattr(item, "callspec", None)
         target = getattr(callspec, "params", {}).get("target")
         name = getattr(item, "originalname", item.name)
-        keys = case_keys(name, getattr(callspec, "id", None), target)
-        for table, strict in ((FINDINGS, True), (FLAKY_FINDINGS, False)):
-            key = next((k for k in keys if k in table), None)
-            if key:
-                # On a release other than the pinned one a finding may be fixed or not
-                # there yet: its absence is reported (XPASS), never a failure.
-                strict = strict and getattr(getattr(target, "stack", None), "release_dir", None) is None
-                item.add_marker(pytest.mark.xfail(strict=strict, reason=table[key]))
-                item.stash[FINDING] = (strict, table[key], SIGNATURES[key])
+        found = finding_for(name, getattr(callspec, "id", None), target)
+        if found:
+            strict, reason, signature = found
+            # On a release other than the pinned one a finding may be fixed or not
+            # there yet: its absence is reported (XPASS), never a failure.
+            strict = strict and getattr(getattr(target, "stack", None), "release_dir", None) is None
+            item.add_marker(pytest.mark.xfail(strict=strict, reason=reason))
+            item.stash[FINDING] = (strict, reason, signature)
 
 
 def _count_late_starters(test) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import endpoints
-from harness.verdict.findings import FINDINGS, FLAKY_FINDINGS
+from harness.verdict.findings import FINDINGS, FLAKY_FINDINGS, STACK_WIDE
 
 ROOT = Path(__file__).resolve().parent.parent
 ENTRIES = [(key, reason, True) for key, reason in FINDINGS.items()] + \
@@ -39,7 +39,8 @@ WRITTEN_UP = _written_up()
 @pytest.mark.parametrize("key, reason, strict", ENTRIES, ids=IDS)
 def test_entry_names_a_property_and_a_target(key, reason, strict):
     name, target = key
-    assert name in PROPERTIES, f"{name}: no such property in properties/test_*.py (renamed or removed?)"
+    assert name in PROPERTIES or name == STACK_WIDE, \
+        f"{name}: no such property in properties/test_*.py (renamed or removed?)"
     stack = next((s for s in endpoints.STACKS if target.startswith(s + "-")), None)
     assert stack, f"{target}: starts with no known stack ({', '.join(endpoints.STACKS)})"
     cc, _, flows = target[len(stack) + 1:].partition("-")
@@ -65,3 +66,32 @@ def test_a_flaky_finding_says_how_often(key, reason, strict):
 def test_no_case_is_both_strict_and_flaky():
     both = FINDINGS.keys() & FLAKY_FINDINGS.keys()
     assert not both, f"listed as strict and as flaky: {sorted(both)}"
+
+
+def test_a_stack_wide_finding_joins_a_propertys_own(tmp_path, monkeypatch):
+    """kwik's F63 is recorded for every property; a case with its own finding (F68 on
+    bursts) expects either deviation, with its own strictness."""
+    from types import SimpleNamespace
+
+    from harness.verdict import findings
+
+    target = SimpleNamespace(id="kwik-newreno", sender_id="kwik-newreno", stack=SimpleNamespace(release_dir=None))
+    strict, reason, sig = findings.finding_for("test_bursts_stay_within_the_initial_window", "kwik-newreno", target)
+    kinds = [s["kind"] for s in sig]
+    assert not strict and reason.startswith("F68") and "F63" in reason
+    assert kinds == ["burst-beyond-initial-window", "transfer-failed"]
+    strict, reason, sig = findings.finding_for("test_window_never_exceeded", "kwik-newreno", target)
+    assert reason.startswith("F63") and sig == {"kind": "transfer-failed"}
+    assert findings.finding_for("test_window_never_exceeded", "quinn-newreno",
+                                SimpleNamespace(id="quinn-newreno", sender_id="quinn-newreno",
+                                                stack=SimpleNamespace(release_dir=None))) is None
+
+
+def test_a_stack_wide_finding_must_not_be_strict(tmp_path):
+    from harness.verdict import findings
+
+    p = tmp_path / "f.toml"
+    p.write_text('[[finding]]\nproperty = "*"\ncase = "kwik-newreno"\nstrict = true\n'
+                 'signature = { kind = "transfer-failed" }\nreason = "F63: x; docs/findings.md"\n')
+    with pytest.raises(findings.FindingsError, match="only a non-strict finding"):
+        findings.load_all(p)

@@ -44,6 +44,10 @@ def load_all(path: Path = FINDINGS_FILE):
         if missing:
             raise FindingsError(f"{path}: finding #{i} lacks {', '.join(sorted(missing))}")
         key = (entry["property"], entry["case"])
+        if key[0] == STACK_WIDE and entry["strict"]:
+            raise FindingsError(f"{path}: finding #{i} is recorded for every property of {key[1]} "
+                                f'(property = "{STACK_WIDE}"), which only a non-strict finding may be: '
+                                "set strict = false, or name the property")
         if key in strict or key in flaky:
             raise FindingsError(f"{path}: finding #{i} repeats {key}: keep one entry per case")
         (strict if entry["strict"] else flaky)[key] = entry["reason"]
@@ -72,6 +76,11 @@ def _signature(sig, where: str):
     return sig
 
 
+#: The property name of a finding recorded for every property of a case: a stack's
+#: flaky fault that any run may meet (kwik's stalled responses), matched by its
+#: signature alone, beside any finding recorded for the property itself.
+STACK_WIDE = "*"
+
 #: (test function name, case id) → reason shown by pytest; → the deviation's signature.
 FINDINGS, FLAKY_FINDINGS, SIGNATURES = load_all()
 
@@ -93,3 +102,27 @@ def case_keys(name: str, callspec_id: str | None, target) -> list[tuple[str, str
         label, stack_name = target.stack.label, target.stack.name
         ids += [i.replace(label, stack_name, 1) for i in ids if i]
     return [(name, i) for i in dict.fromkeys(ids) if i]
+
+
+def finding_for(name: str, callspec_id: str | None, target) -> tuple[bool, str, object] | None:
+    """(strict, reason, signature) of the findings recorded for a case: its property's
+    own (strict or not) and a stack-wide one (STACK_WIDE), merged: the property's
+    strictness, both reasons, both signatures; None when there is neither."""
+    keys = case_keys(name, callspec_id, target)
+    own = next(((k, True) for k in keys if k in FINDINGS), None) or \
+        next(((k, False) for k in keys if k in FLAKY_FINDINGS), None)
+    wide = next((k for k in case_keys(STACK_WIDE, callspec_id, target) if k in FLAKY_FINDINGS), None)
+    if own is None and wide is None:
+        return None
+    if own is None:
+        return False, FLAKY_FINDINGS[wide], SIGNATURES[wide]
+    key, strict = own
+    reason = (FINDINGS if strict else FLAKY_FINDINGS)[key]
+    if wide is None:
+        return strict, reason, SIGNATURES[key]
+
+    def flat(sig):
+        return sig if isinstance(sig, list) else [sig]
+
+    return strict, f"{reason}; and for every property: {FLAKY_FINDINGS[wide]}", \
+        flat(SIGNATURES[key]) + flat(SIGNATURES[wide])
