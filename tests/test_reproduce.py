@@ -138,7 +138,7 @@ def test_the_table_puts_medians_beside_the_published_columns(tmp_path):
 
 @pytest.mark.parametrize("argv,says", [
     (["reproduce", "no-such", "--out", "X"], "unknown experiment 'no-such'"),
-    (["reproduce", "kakhki-window-cap", "--out", "X"], "not runnable yet"),
+    (["reproduce", "prudentia-fairness", "--out", "X"], "not runnable yet"),
     (["reproduce", "kakhki-fairness", "--mode", "virtual", "--out", "X"], "which only real time can"),
     (["reproduce", "zhang-1gbit", "--mode", "virtual", "--out", "X"], "measures CPU per side"),
     (["reproduce", "connectify-loss", "--impl", "no-such-stack", "--out", "X"], "unknown stack 'no-such-stack'"),
@@ -286,3 +286,49 @@ def test_zhangs_points_vary_the_size_and_cells_give_cpu_per_side():
              "goodput_bps": 2e8, "cpu_s": {"client": 1.0, "server": 1.5}}]
     row = next(line for line in table.markdown(e, recs).splitlines() if line.startswith("| 50 |"))
     assert "CPU client 50 % server 75 % (real, n=1)" in row
+
+
+def test_a_window_cap_reaches_the_sender_and_limits_its_window(tmp_path):
+    """kakhki-window-cap: LL_MAX_WINDOW is a ceiling on aioquic's window, whatever its
+    controller writes; the harness refuses it for stacks that do not declare it."""
+    from harness import endpoints
+    from harness.endpoints.aioquic.window_cap import capped_class, register_capped
+    from harness.testbed.contract import EndpointOptions, contract_env, unhonoured
+
+    from aioquic.quic.congestion import cubic  # noqa: F401  (registers "cubic", as a connection's import does)
+    from aioquic.quic.congestion.base import create_congestion_control
+    from aioquic.quic.congestion.reno import RenoCongestionControl
+
+    cc = capped_class(RenoCongestionControl, 10_000)(max_datagram_size=1252)
+    assert cc.congestion_window == 10_000  # the initial window, 12520 B, clamped
+    cc.congestion_window = 5_000
+    assert cc.congestion_window == 5_000
+    name = register_capped("cubic", 3 * 1252)
+    assert create_congestion_control(name, max_datagram_size=1252).congestion_window == 3 * 1252
+    with pytest.raises(ValueError, match="below two datagrams"):
+        register_capped("reno", 1000)
+    opts = EndpointOptions(max_window=107 * 1252)
+    from harness.schedule import TransferPlan
+    assert contract_env(opts, TransferPlan(sizes=(1,)))["LL_MAX_WINDOW"] == str(107 * 1252)
+    assert unhonoured(endpoints.load("aioquic"), opts) is None
+    assert "honours.max_window" in unhonoured(endpoints.load("quinn"), opts)
+    assert unhonoured(endpoints.load("quinn"), EndpointOptions()) is None
+
+
+def test_the_window_cap_experiment_is_kakhkis_high_bdp_link():
+    e = experiments.get("kakhki-window-cap")
+    assert {p.window_cap_packets for p in e.points} == {107, 430, 0}
+    for p in e.points:
+        assert (p.rate_bps, p.rtt_us) == (100 * experiments.MBIT, 100_000)
+        # The BDP exceeds both caps, so each binds.
+        assert p.rate_bps * p.rtt_us / 8e6 > 430 * experiments.WINDOW_CAP_DATAGRAM
+
+
+def test_a_point_a_stack_cannot_run_says_unsupported_not_failed():
+    e = experiments.get("kakhki-window-cap")
+    recs = [{"stack": "tcp", "cc": "cubic", "x": 107, "mode": "real", "ok": False, "unsupported": True,
+             "duration_s": 0.0, "goodput_bps": 0, "reason": "a window cap ... unsupported"},
+            {"stack": "aioquic", "cc": "newreno", "x": 107, "mode": "virtual", "ok": False, "duration_s": 0.0,
+             "goodput_bps": 0, "reason": "timed out"}]
+    row = next(line for line in table.markdown(e, recs).splitlines() if line.startswith("| 107 |"))
+    assert "unsupported" in row and "failed ×1 (virtual)" in row

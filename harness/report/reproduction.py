@@ -21,7 +21,8 @@ def _mean_sd(values: list[float]) -> tuple[float, float]:
 def _cells(recs: list[dict]) -> dict:
     ok = [r for r in recs if r.get("ok")]
     modes = sorted({r.get("mode", "?") for r in recs})
-    cell = {"runs": len(recs), "failed": len(recs) - len(ok), "mode": "/".join(modes)}
+    cell = {"runs": len(recs), "failed": len(recs) - len(ok), "mode": "/".join(modes),
+            "unsupported": sum(1 for r in recs if r.get("unsupported"))}
     objs = [r["objects_s"] for r in ok if r.get("objects_s")]
     if objs:
         from harness.reproduce.flows import kendall_tau
@@ -55,9 +56,17 @@ def summarise(e: Experiment, records: list[dict]) -> dict[tuple[float, str], dic
     return {k: _cells(v) for k, v in groups.items()}
 
 
+def _failed(cell: dict) -> str:
+    """A cell without a result: unsupported (the stack cannot run the point, e.g. a
+    window cap its endpoint does not take) or failed, with how many runs."""
+    if cell.get("unsupported") and cell["unsupported"] == cell["runs"]:
+        return "unsupported"
+    return f"failed ×{cell['failed']} ({cell['mode']})"
+
+
 def _fmt_share(cell: dict) -> str:
     if "flows" not in cell:
-        return f"failed ×{cell['failed']} ({cell['mode']})"
+        return _failed(cell)
     quic, *tcp = cell["flows"]
     failed = f", {cell['failed']} failed" if cell["failed"] else ""
     return (f"{quic[0]:.2f} ({quic[1]:.2f}) · TCP " + ", ".join(f"{m:.2f} ({sd:.2f})" for m, sd in tcp)
@@ -66,7 +75,7 @@ def _fmt_share(cell: dict) -> str:
 
 def _fmt_objects(cell: dict) -> str:
     if "objects" not in cell:
-        return f"failed ×{cell['failed']} ({cell['mode']})"
+        return _failed(cell)
     ttlb, mid, tau = (statistics.median(v[i] for v in cell["objects"]) for i in range(3))
     failed = f", {cell['failed']} failed" if cell["failed"] else ""
     return f"last {ttlb:.2f} s, median object at {mid:.2f} of it, tau {tau:.2f} ({cell['mode']}, n={cell['runs']}{failed})"
@@ -74,7 +83,7 @@ def _fmt_objects(cell: dict) -> str:
 
 def _fmt(cell: dict) -> str:
     if "time" not in cell:
-        return f"failed ×{cell['failed']} ({cell['mode']})"
+        return _failed(cell)
     spread = (f" [{cell['rate_min']:.2f}–{cell['rate_max']:.2f}, sd {cell['rate_sd']:.2f}]"
               if cell["runs"] - cell["failed"] > 1 else "")
     failed = f", {cell['failed']} failed" if cell["failed"] else ""

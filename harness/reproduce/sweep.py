@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness.reproduce.experiments import Experiment, Point
+from harness.reproduce.experiments import WINDOW_CAP_DATAGRAM, Experiment, Point
 from harness.schedule import IidLoss, LinkSettings, Phase, Schedule, TransferPlan
 
 #: Full-size packets for the default queue of one BDP, and its floor.
@@ -68,11 +68,13 @@ def schedule(e: Experiment, p: Point, seed: int) -> Schedule:
 
 def timeout_s(e: Experiment, p: Point) -> float:
     """Four times the time a loss-limited sender needs (Mathis et al.: rate ≤
-    1.22·MSS/(RTT·√p)), plus a minute: long enough for a slow stack at heavy loss,
+    1.22·MSS/(RTT·√p)), or a capped window (one per round trip), plus a minute: long enough for a slow stack at heavy loss,
     short enough that a stalled one does not hold the sweep for long."""
     rate = min(p.rate_bps, p.drop_to_bps or p.rate_bps)
     if p.loss > 0:
         rate = min(rate, 1.22 * SEGMENT * 8 / (p.rtt_us / 1e6 * math.sqrt(p.loss)))
+    if p.window_cap_packets:  # one capped window per round trip at most
+        rate = min(rate, p.window_cap_packets * WINDOW_CAP_DATAGRAM * 8 / (p.rtt_us / 1e6))
     return 4 * size_of(e, p) * 8 / rate + 60
 
 
@@ -139,7 +141,9 @@ def local_transfer(e: Experiment, mode_of: Callable[[str], str]) -> Callable[[Ru
     def one(run: Run, rundir: Path) -> dict:
         stack = load_for_run(run.stack)
         cc = stack.resolve_cc(run.cc)
-        opts = EndpointOptions(cc=None if cc.name == stack.default_cc else cc.name, timeout_s=timeout_s(e, run.point))
+        cap = run.point.window_cap_packets * WINDOW_CAP_DATAGRAM or None
+        opts = EndpointOptions(cc=None if cc.name == stack.default_cc else cc.name, timeout_s=timeout_s(e, run.point),
+                               max_window=cap)
         n, total = max(1, run.point.objects), size_of(e, run.point)
         sizes = tuple(total // n + (1 if i < total % n else 0) for i in range(n))
         tp = TransferPlan(sizes=sizes, testcase="multiplexing" if n > 1 else "transfer",
@@ -157,6 +161,8 @@ def local_transfer(e: Experiment, mode_of: Callable[[str], str]) -> Callable[[Ru
                 result = bed.transfer(stack, tp, opts, peer=peer)
         rec = {"mode": mode, "ok": bool(result.ok), "duration_s": round(result.duration_s, 4),
                "goodput_bps": round(result.goodput_bps), "reason": result.reason or ""}
+        if result.unsupported:
+            rec["unsupported"] = True
         if mode == "real" and result.client_cpu_s is not None and result.server_cpu_s is not None:
             rec["cpu_s"] = {"client": round(result.client_cpu_s, 3), "server": round(result.server_cpu_s, 3)}
         if run.point.tcp_flows and result.ok:

@@ -33,6 +33,9 @@ class EndpointOptions:
     timeout_s: float = 60.0
     #: False: QLOGDIR is not set, so endpoints write no qlog (benchmarks measure its cost).
     qlog: bool = True
+    #: A ceiling on the sender's congestion window, bytes (LL_MAX_WINDOW): only for
+    #: stacks that declare it (caps.json honours.max_window); see `unhonoured`.
+    max_window: int | None = None
 
 
 @dataclass
@@ -133,7 +136,19 @@ def contract_env(opts: EndpointOptions, plan: TransferPlan) -> dict[str, str]:
         env["LL_MAX_DATAGRAM_SIZE"] = str(opts.max_datagram_size)
     if opts.initial_window:
         env["LL_INITIAL_WINDOW"] = str(opts.initial_window)
+    if opts.max_window:
+        env["LL_MAX_WINDOW"] = str(opts.max_window)
     return env
+
+
+def unhonoured(stack, opts: EndpointOptions) -> str | None:
+    """Why `stack` cannot run with `opts`, decided before it starts, for an option its
+    endpoint would not refuse itself: LL_MAX_WINDOW is newer than most endpoints,
+    which ignore variables they do not know and would run uncapped. None: it can."""
+    if opts.max_window and not stack.honours.get("max_window"):
+        return (f"a window cap (LL_MAX_WINDOW={opts.max_window}) unsupported: {stack.name}'s endpoint does not "
+                "declare it (caps.json honours.max_window)")
+    return None
 
 
 def peer_env(peer, server_cc: str) -> dict[str, str | None]:

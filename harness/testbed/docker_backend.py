@@ -30,6 +30,7 @@ from harness.testbed import commands, containers, netns
 from harness import endpoints
 from harness.testbed.certs import write_certs
 from harness.testbed.containers import Container, DockerError
+from harness.testbed.contract import unhonoured
 from harness.endpoints import CongestionControl, Stack, StackError
 from harness.testbed.link import Link, LinkOptions
 from harness.schedule import Schedule
@@ -213,6 +214,9 @@ class DockerTestbed(Testbed):
             (self.out / role / "qlog").mkdir(parents=True, exist_ok=True)
         (self.out / "client" / "downloads").mkdir(exist_ok=True)
         self._flows = self.flows(stack, plan, SERVER_PORT)
+        refused = unhonoured(stack, opts)
+        if refused:
+            return self._result(stack, opts, _Exited(127), None, digests, 0.0, refused)
         if plan.quic_flows > 1:
             # One client container per testbed: competing QUIC clients are not run
             # here, and a run with fewer flows than its plan judges nothing.

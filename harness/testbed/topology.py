@@ -35,6 +35,7 @@ from harness.testbed.contract import (  # noqa: F401  (the testbed's public name
     contract_env,
     peer_env,
     sha256_of,
+    unhonoured,
     write_objects,
 )
 from harness.endpoints import Stack
@@ -230,6 +231,12 @@ class Testbed:
         under the link side's directory; the objects arrive in client/downloads."""
         peer = peer if peer is not None and peer.label != stack.label else stack
         upload = plan.direction == "upload"
+        refused = unhonoured(stack, opts)
+        if refused:
+            self._flows = self.flows(stack, plan, SERVER_PORT)
+            return TransferResult(stack=stack.name, cc=opts.cc, ok=False, unsupported=True, bytes=0, duration_s=0.0,
+                                  reason=refused, goodput_bps=0.0, out_dir=str(self.out), transfer=self._flows[0],
+                                  direction=plan.direction)
         if upload and plan.quic_flows > 1:
             # Unsupported, as an endpoint's exit 127 is: the case is not judged.
             self._flows = self.flows(stack, plan, SERVER_PORT)

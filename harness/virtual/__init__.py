@@ -94,7 +94,7 @@ def transfer(schedule: Schedule, out_dir: str | Path, stack, plan, opts):
 def transfer_with_stats(schedule: Schedule, out_dir: str | Path, stack, plan, opts):
     """As `transfer`, also returning the loop's statistics (virtual_s, steps,
     wall_clock_s, per-host datagram counts, the link summary)."""
-    from harness.testbed.contract import TransferResult, write_objects
+    from harness.testbed.contract import TransferResult, unhonoured, write_objects
 
     why = supports(stack.name)
     if why:
@@ -102,7 +102,7 @@ def transfer_with_stats(schedule: Schedule, out_dir: str | Path, stack, plan, op
     check_plan(plan, stack.name)
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    unsupported = None
+    unsupported = unhonoured(stack, opts)
     if stack.name == "aioquic" and opts.initial_window and opts.initial_window != FIXED_INITIAL_WINDOW:
         unsupported = f"initial window {opts.initial_window} unsupported (aioquic's is fixed at {FIXED_INITIAL_WINDOW} packets)"
     digests = write_objects(out / "www", plan.sizes, plan.seed) if not unsupported else {}
@@ -163,6 +163,10 @@ def _run(schedule: Schedule, out: Path, plan, opts, names: list[str]) -> dict:
         (d / "qlog").mkdir(parents=True, exist_ok=True)
     (roles["client"] / "downloads").mkdir(exist_ok=True)
     cc_name, native = _select_cc(opts.cc)
+    if opts.max_window:
+        from harness.endpoints.aioquic.window_cap import register_capped
+
+        native = register_capped(native, opts.max_window)
     applogs = {r: aq.AppLog(d / "app.ndjson", EPOCH_UNIX_NS) for r, d in roles.items()}
     for log in applogs.values():
         log.version(aioquic.__version__, cc_name, native)

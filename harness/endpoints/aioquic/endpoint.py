@@ -136,6 +136,8 @@ class Settings:
         if iw and int(iw) != FIXED_INITIAL_WINDOW:
             raise Unsupported(f"LL_INITIAL_WINDOW={iw} unsupported (aioquic's initial "
                               f"window is fixed at {FIXED_INITIAL_WINDOW} packets)")
+        cap = env.get("LL_MAX_WINDOW")
+        self.max_window = int(cap) if cap else None
         self.max_datagram_size = int(env.get("LL_MAX_DATAGRAM_SIZE", "1252"))
         if self.max_datagram_size < 1200:
             raise Unsupported(f"LL_MAX_DATAGRAM_SIZE={self.max_datagram_size} unsupported "
@@ -444,6 +446,13 @@ def main() -> int:
     try:
         s = Settings(dict(os.environ))
         _, native_cc = cc_name = select_cc(s.cc_spec)
+        if s.max_window:
+            from window_cap import register_capped  # beside this file
+
+            try:
+                native_cc = register_capped(native_cc, s.max_window)
+            except ValueError as err:
+                raise Unsupported(f"LL_MAX_WINDOW={s.max_window} unsupported: {err}") from None
     except Unsupported as err:
         print(f"{STACK}: {err}", file=sys.stderr)
         return 127
