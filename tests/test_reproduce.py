@@ -138,7 +138,8 @@ def test_the_table_puts_medians_beside_the_published_columns(tmp_path):
 
 @pytest.mark.parametrize("argv,says", [
     (["reproduce", "no-such", "--out", "X"], "unknown experiment 'no-such'"),
-    (["reproduce", "prudentia-fairness", "--out", "X"], "not runnable yet"),
+    (["reproduce", "prudentia-fairness", "--mode", "virtual", "--out", "X"], "runs two stacks' downloads at once"),
+    (["reproduce", "prudentia-fairness", "--client", "chromium", "--out", "X"], "pairs each stack's own client"),
     (["reproduce", "kakhki-fairness", "--mode", "virtual", "--out", "X"], "which only real time can"),
     (["reproduce", "zhang-1gbit", "--mode", "virtual", "--out", "X"], "measures CPU per side"),
     (["reproduce", "connectify-loss", "--impl", "no-such-stack", "--out", "X"], "unknown stack 'no-such-stack'"),
@@ -332,3 +333,41 @@ def test_a_point_a_stack_cannot_run_says_unsupported_not_failed():
              "goodput_bps": 0, "reason": "timed out"}]
     row = next(line for line in table.markdown(e, recs).splitlines() if line.startswith("| 107 |"))
     assert "unsupported" in row and "failed ×1 (virtual)" in row
+
+
+def test_pairs_meet_every_later_stack_and_each_rival_once():
+    e = experiments.get("prudentia-fairness")
+    todo = sweep.plan(e, [("aioquic", "newreno", None), ("quic-go", "newreno", None)], 1, (8,))
+    assert [(r.stack, r.rival) for r in todo] == [("aioquic", "quic-go:newreno"), ("aioquic", "tcp:cubic"),
+                                                  ("aioquic", "tcp:bbr"), ("quic-go", "tcp:cubic"),
+                                                  ("quic-go", "tcp:bbr")]
+    assert todo[0].key(e) == "prudentia-fairness|aioquic-newreno-vs-quic-go-newreno|8|0|10000000"
+    # Prudentia's conditions: 8 and 50 Mbit/s, 50 ms, a 4-BDP queue.
+    assert {(p.rate_bps, p.rtt_us) for p in e.points} == {(8 * experiments.MBIT, 50_000), (50 * experiments.MBIT, 50_000)}
+    q = sweep.schedule(e, e.point(8), 1).phases[0].s2c.queue_bytes
+    assert q == 4 * 8 * experiments.MBIT * 50_000 // 8_000_000
+
+
+def test_a_pairs_cell_gives_both_flows_and_the_losers_share(tmp_path):
+    e = experiments.get("prudentia-fairness")
+    recs = [{"stack": "aioquic", "cc": "newreno", "rival": "tcp:cubic", "x": 8, "mode": "real", "ok": True,
+             "duration_s": 20.0, "goodput_bps": 3e6, "flows_mbps": [3.0, 4.6]},
+            {"stack": "aioquic", "cc": "newreno", "rival": "tcp:bbr", "x": 8, "mode": "real", "ok": False,
+             "unsupported": False, "duration_s": 0.0, "goodput_bps": 0, "reason": "x"}]
+    text = table.markdown(e, recs)
+    row = next(line for line in text.splitlines() if line.startswith("| 8 |"))
+    assert "3.00 (0.00) · 4.60 (0.00) Mbit/s; loser 75 %" in row and "failed ×1 (real)" in row
+    png = table.plot(e, recs, tmp_path / "p.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_two_flows_shares_are_taken_while_both_send(tmp_path):
+    from harness.reproduce.flows import pair_shares_mbps
+    from harness.schedule import Flow
+
+    lines = [json.dumps({"longlook_link": "test"})]
+    lines += [_line("s2c", "udp a:4433>b:50000", 4433, 50000, 1000, t) for t in range(0, 2_000_001, 1000)]  # 8 Mbit/s
+    lines += [_line("s2c", "udp a:4434>b:50001", 4434, 50001, 1000, t) for t in range(1_000_000, 3_000_001, 2000)]
+    (tmp_path / "link.ndjson").write_text("\n".join(lines) + "\n")
+    a, b = pair_shares_mbps(tmp_path, Flow("udp", "server", "x", 4433), Flow("udp", "server", "x", 4434))
+    assert abs(a - 8.0) < 0.1 and abs(b - 4.0) < 0.1

@@ -100,6 +100,27 @@ def test_qlog_off_leaves_no_qlog(netns_ready, tmp_path):
         assert not list((tmp_path / role / "qlog").iterdir()), f"{role} wrote qlog with qlog=False"
 
 
+def test_a_rival_stack_downloads_beside_the_transfer(netns_ready, tmp_path):
+    """TransferPlan.rival: another stack's server on RIVAL_PORT and its client fetch the
+    same objects at once; the result names its flow among the competitors, and its
+    bytes are checked like the transfer's."""
+    from harness.cli import link_schedule
+    from harness.reproduce.flows import pair_shares_mbps
+    from harness.testbed.topology import RIVAL_PORT, EndpointOptions, Testbed, TransferPlan
+
+    stack, rival = endpoints.load("aioquic"), endpoints.load("quic-go")
+    if not (stack.is_built() and rival.is_built()):
+        skip_or_fail("aioquic or quic-go is not built; run `make setup`")
+    with Testbed(link_schedule(8_000_000, 50_000, 0.0, None, 1), tmp_path, pcap=False) as bed:
+        result = bed.transfer(stack, TransferPlan(sizes=(1_000_000,), testcase="transfer", rival="quic-go"),
+                              EndpointOptions(timeout_s=60))
+    assert result.ok, result.reason
+    assert [f.port for f in result.competitors] == [RIVAL_PORT]
+    assert (tmp_path / "rival-client" / "downloads").is_dir() and (tmp_path / "rival-server" / "app.ndjson").exists()
+    a, b = pair_shares_mbps(tmp_path, result.transfer, result.competitors[0])
+    assert a > 0 and b > 0 and a + b <= 8.5
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--impl", "nosuch"], "known stacks: aioquic"),
     (["--impl", "quic-go", "--cc", "cubic"], "choose one of newreno"),

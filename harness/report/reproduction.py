@@ -51,7 +51,8 @@ def summarise(e: Experiment, records: list[dict]) -> dict[tuple[float, str], dic
     """(x, "stack-cc") → cell."""
     groups: dict[tuple[float, str], list[dict]] = {}
     for r in records:
-        label = f"{r['stack']}-{r['cc']}" + (f"-to-{r['peer']}" if r.get("peer") else "")
+        label = (f"{r['stack']}-{r['cc']}" + (f"-to-{r['peer']}" if r.get("peer") else "")
+                 + (f"-vs-{r['rival'].replace(':', '-')}" if r.get("rival") else ""))
         groups.setdefault((r["x"], label), []).append(r)
     return {k: _cells(v) for k, v in groups.items()}
 
@@ -71,6 +72,23 @@ def _fmt_share(cell: dict) -> str:
     failed = f", {cell['failed']} failed" if cell["failed"] else ""
     return (f"{quic[0]:.2f} ({quic[1]:.2f}) · TCP " + ", ".join(f"{m:.2f} ({sd:.2f})" for m, sd in tcp)
             + f" ({cell['mode']}, n={cell['runs']}{failed})")
+
+
+def loser_share(cell: dict, rate_bps: int) -> float | None:
+    """The lesser of a pair's two mean throughputs as a share of its max-min fair
+    share, half the link (Prudentia's measure); None without a result."""
+    if "flows" not in cell or len(cell["flows"]) < 2:
+        return None
+    return min(m for m, _ in cell["flows"][:2]) / (rate_bps / 2e6)
+
+
+def _fmt_pair(cell: dict, rate_bps: int) -> str:
+    share = loser_share(cell, rate_bps)
+    if share is None:
+        return _failed(cell)
+    (a, sa), (b, sb) = cell["flows"][:2]
+    failed = f", {cell['failed']} failed" if cell["failed"] else ""
+    return f"{a:.2f} ({sa:.2f}) · {b:.2f} ({sb:.2f}) Mbit/s; loser {100 * share:.0f} % ({cell['mode']}, n={cell['runs']}{failed})"
 
 
 def _fmt_objects(cell: dict) -> str:
@@ -109,6 +127,11 @@ def grid(e: Experiment, records: list[dict]) -> tuple[list[str], list[list[str]]
     targets = sorted({t for _, t in cells})
     xs = sorted({x for x, _ in cells})
     share = e.measure == "share"
+    if e.measure == "pairs":
+        head = [e.axis, "published"] + [f"{t} (Mbit/s each, mean (sd); the loser's share of half the link)"
+                                        for t in targets]
+        return head, [[f"{x:g}", "–"] + [_fmt_pair(cells[(x, t)], e.point(x).rate_bps) if (x, t) in cells else "–"
+                                          for t in targets] for x in xs]
     if share:
         # The paper's flows in one column, as it lists them; today's transfer first, then its TCP flows.
         head = [e.axis, "published QUIC · TCP flows, Mbit/s mean (sd)"] + [f"{t} · TCP flows" for t in targets]
@@ -142,6 +165,8 @@ def plot(e: Experiment, records: list[dict], out_png: Path) -> Path:
     import matplotlib.pyplot as plt
 
     cells = summarise(e, records)
+    if e.measure == "pairs":
+        return _plot_pairs(plt, e, records, out_png)
     fig, ax = plt.subplots(figsize=(8, 4.5))
     try:
         if e.measure == "share":
@@ -199,6 +224,43 @@ def _plot_share(ax, e: Experiment, cells: dict) -> None:
             label="QUIC (published)")
     ax.plot(xs, [statistics.fmean(m for k, (m, _) in pt.published.items() if k != "QUIC") for pt in e.points],
             linestyle="--", marker="^", fillstyle="none", label="TCP flow, mean (published)")
+
+
+def _plot_pairs(plt, e: Experiment, records: list[dict], out_png: Path) -> Path:
+    """Prudentia's heatmap, one per link rate: every participant against every other,
+    each square the loser's share of its fair share (%), the same both ways."""
+    cells = summarise(e, records)
+    pairs: dict[float, dict[frozenset, float]] = {}
+    names: set[str] = set()
+    for r in records:
+        a, b = f"{r['stack']}-{r['cc']}", r["rival"].replace(":", "-")
+        names |= {a, b}
+        key = f"{a}-vs-{b}"
+        share = loser_share(cells.get((r["x"], key), {}), e.point(r["x"]).rate_bps)
+        if share is not None:
+            pairs.setdefault(r["x"], {})[frozenset((a, b))] = 100 * share
+    order = sorted(names)
+    xs = sorted({r["x"] for r in records}) or [p.x for p in e.points]
+    fig, axes = plt.subplots(1, len(xs), figsize=(4.2 * len(xs) + 1, 4.2), squeeze=False)
+    try:
+        for ax, x in zip(axes[0], xs):
+            grid = [[pairs.get(x, {}).get(frozenset((a, b)), float("nan")) if a != b else float("nan")
+                     for b in order] for a in order]
+            im = ax.imshow(grid, vmin=0, vmax=100, cmap="RdYlGn")
+            for i, row in enumerate(grid):
+                for j, v in enumerate(row):
+                    if v == v:  # not NaN
+                        ax.text(j, i, f"{v:.0f}", ha="center", va="center", fontsize=8)
+            ax.set_xticks(range(len(order)), order, rotation=45, ha="right", fontsize=7)
+            ax.set_yticks(range(len(order)), order, fontsize=7)
+            ax.set_title(f"{x:g} {e.axis}", fontsize=9)
+        fig.colorbar(im, ax=axes[0].tolist(), label="loser's share of its fair share, %")
+        fig.suptitle(f"{e.name}: {e.title}", fontsize=10)
+        out_png.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out_png, dpi=110, bbox_inches="tight")
+    finally:
+        plt.close(fig)
+    return out_png
 
 
 def _plot_objects(ax, cells: dict) -> None:

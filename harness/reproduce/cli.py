@@ -77,9 +77,12 @@ def run(a: argparse.Namespace, progress):
     mode = a.mode
     if any(p.tcp_flows for p in e.points) or e.real_time:
         if mode == "virtual":
-            why = "runs kernel TCP flows" if not e.real_time else "measures CPU per side"
+            why = ("runs kernel TCP flows" if not e.real_time else
+                   "runs two stacks' downloads at once" if e.measure == "pairs" else "measures CPU per side")
             raise UnitError(f"--mode virtual: {e.name} {why}, which only real time can")
         mode = "real"
+    if e.measure == "pairs" and a.client:
+        raise UnitError(f"--client {a.client}: {e.name} pairs each stack's own client and server with a rival's")
     if a.client and mode == "virtual":
         raise UnitError(f"--mode virtual --client {a.client}: virtual time runs a stack with itself; "
                         "a pair with another client runs in real time (drop --mode virtual)")
@@ -102,6 +105,10 @@ def run(a: argparse.Namespace, progress):
             raise StackError(f"--mode virtual: {err}") from None
         cc = a.cc or (e.cc if e.cc in stack.cc else None)
         targets.append((name, stack.resolve_cc(cc).name, peer.label if peer else None))
+    for rival in e.rivals:
+        name = rival.partition(":")[0]
+        if not load_for_run(name).is_built():
+            raise StackError(f"{name} (a rival in {e.name}) is not built; run `make setup`")
     xs = e.quick if a.quick else tuple(p.x for p in e.points)
     todo = sweep.plan(e, targets, runs, xs)
     records = sweep.sweep(e, todo, a.out, sweep.local_transfer(e, mode_of), progress=progress, keep=a.keep)

@@ -65,13 +65,20 @@ class Experiment:
     notes: str = ""
     #: "transfer": time and goodput of the download alone; "share": each flow's
     #: average throughput while the transfer competes with `tcp_flows` TCP flows;
-    #: "objects": when each of the download's objects completed.
+    #: "objects": when each of the download's objects completed; "pairs": two
+    #: downloads of different stacks at once (TransferPlan.rival), each one's
+    #: throughput while both send and the loser's share of its fair share.
     measure: str = "transfer"
     #: The controller the study ran, used where a stack has it and --cc says nothing.
     cc: str | None = None
     #: Measured in real time only: what it measures (CPU per side) has no meaning in
     #: virtual time, where both endpoints share one process.
     real_time: bool = False
+    #: The drop-tail queue in BDPs where `queue_bytes` is None.
+    queue_bdps: float = 1.0
+    #: "pairs" experiments: the rivals every stack meets besides the other --impl
+    #: stacks ("stack:cc"), e.g. kernel TCP with each of its controllers.
+    rivals: tuple[str, ...] = ()
 
     def point(self, x: float) -> Point:
         return next(p for p in self.points if p.x == x)
@@ -226,14 +233,30 @@ KAKHKI_WINDOW_CAP = Experiment(
           "the others, kernel TCP among them, are unsupported at a capped point and run at 0. A cap of W datagrams "
           "allows at most W × 1252 B per round trip: 10.7 Mbit/s at 107, 43 Mbit/s at 430")
 
+#: Prudentia (SIGCOMM'24): every pair of services on one bottleneck, 8 and 50 Mbit/s,
+#: 50 ms RTT, a 4-BDP drop-tail queue; the loser's throughput as a share of its
+#: max-min fair share (half the link). Across live services the loser got 72 % on
+#: average: a summary, not per pair, so the published column is empty.
+PRUDENTIA_FAIRNESS = Experiment(
+    name="prudentia-fairness", title="pairwise fairness: the loser's share of its fair share", axis="Mbit/s",
+    source="Prudentia (Mishra et al., SIGCOMM 2024): pairs of live services on an 8 or 50 Mbit/s bottleneck, "
+           "50 ms RTT, 4 x BDP drop-tail; the losing service got 72 % of its max-min fair share on average",
+    size_bytes=10 * MB, runs=3, quick=(8,), measure="pairs", queue_bdps=4.0, real_time=True,
+    rivals=("tcp:cubic", "tcp:bbr"),
+    points=(Point(8, 8 * MBIT, 50_000, 0.0, size_bytes=10 * MB), Point(50, 50 * MBIT, 50_000, 0.0, size_bytes=40 * MB)),
+    notes="each pair starts its two downloads together, from two servers on one host to two clients on the other "
+          "(the rival's on port 4434); throughput is each flow's bytes leaving the bottleneck while both send, "
+          "and the loser's share is the lesser of the two over half the link's rate. The rivals are the other "
+          "--impl stacks and kernel TCP with CUBIC and with BBR (the `tcp` stack, TLS over TCP). Sizes: 10 MB at "
+          "8 Mbit/s, 40 MB at 50 Mbit/s (about 20 and 13 s at a fair share); Prudentia ran live services for minutes")
+
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (CONNECTIFY_LOSS, CONNECTIFY_RTT, CONNECTIFY_RATE, QIR_GOODPUT,
                                                           QIR_CROSSTRAFFIC, KAKHKI_FAIRNESS, KAKHKI_WINDOW_CAP,
-                                                          GORDO_DROP, GORDO_JITTER, YU_MULTIPLEXING, ZHANG_1GBIT)}
+                                                          GORDO_DROP, GORDO_JITTER, YU_MULTIPLEXING, ZHANG_1GBIT,
+                                                          PRUDENTIA_FAIRNESS)}
 
 #: The issue's other experiments, not runnable yet, and what each needs first.
-PLANNED = {
-    "prudentia-fairness": "pairs of different stacks in one run",
-}
+PLANNED: dict[str, str] = {}
 
 
 class ExperimentError(ValueError):

@@ -1,4 +1,4 @@
-"""Per-flow throughput of a run with competing TCP flows, from the link's ground truth.
+"""Per-flow throughput of a run with competing flows, from the link's ground truth.
 
 Kakhki et al. report each flow's average throughput while the flows share the
 bottleneck. Here: the bytes of each flow leaving the bottleneck in the data
@@ -36,6 +36,24 @@ def shares_mbps(run_dir: Path, transfer, tcp_flows: int) -> list[float]:
     competitors = sorted(tcp.values(), reverse=True)[:tcp_flows]
     competitors += [0] * (tcp_flows - len(competitors))
     return [round(b * 8 / seconds / 1e6, 4) for b in [quic, *competitors]]
+
+
+def pair_shares_mbps(run_dir: Path, transfer, rival) -> list[float]:
+    """[the transfer's Mbit/s, the rival's] while both sent: each flow's bytes leaving
+    the bottleneck (s2c, from its server's port) between the later of their first
+    departures and the earlier of their last, over that time. Prudentia judges a pair
+    by the throughput each gets while they compete, not by either alone."""
+    records = [r for r in read_log(run_dir / "link.ndjson").records if r.dir == "s2c" and r.dep_us is not None]
+    flows = [[r for r in records if r.proto == f.proto and r.sport == f.port] for f in (transfer, rival)]
+    for f, rs in zip((transfer, rival), flows):
+        if not rs:
+            raise ValueError(f"{run_dir}: no packet of the flow on {f.proto} port {f.port} left the link")
+    t0 = max(min(r.dep_us for r in rs) for rs in flows)
+    t1 = min(max(r.dep_us for r in rs) for rs in flows)
+    if t1 <= t0:
+        raise ValueError(f"{run_dir}: the two flows never sent at the same time")
+    seconds = (t1 - t0) / 1e6
+    return [round(sum(r.size for r in rs if t0 <= r.dep_us <= t1) * 8 / seconds / 1e6, 4) for rs in flows]
 
 
 def object_completions_s(run_dir: Path) -> list[float]:

@@ -36,11 +36,15 @@ class Run:
     index: int
     #: The client the stack's server sends to, where not its own (a browser, say).
     peer: str | None = None
+    #: Another stack's download competing with this one ("stack:cc"; "pairs" experiments).
+    rival: str | None = None
 
     @property
     def target(self) -> str:
-        """The stack-controller, and its client where another stack's (Target.id's shape)."""
-        return f"{self.stack}-{self.cc}" + (f"-to-{self.peer}" if self.peer else "")
+        """The stack-controller, its client where another stack's (Target.id's shape),
+        and its rival where it has one."""
+        return (f"{self.stack}-{self.cc}" + (f"-to-{self.peer}" if self.peer else "")
+                + (f"-vs-{self.rival.replace(':', '-')}" if self.rival else ""))
 
     def key(self, e: Experiment) -> str:
         return f"{e.name}|{self.target}|{self.point.x:g}|{self.index}|{size_of(e, self.point)}"
@@ -54,7 +58,7 @@ def schedule(e: Experiment, p: Point, seed: int) -> Schedule:
     """The point's link, the same each way: rate, half the RTT of delay, iid loss,
     a drop-tail queue of the experiment's size or one BDP."""
     bdp = p.rate_bps * p.rtt_us // 8_000_000
-    queue = e.queue_bytes or max(bdp, MIN_QUEUE_PACKETS * MTU)
+    queue = e.queue_bytes or max(int(bdp * e.queue_bdps), MIN_QUEUE_PACKETS * MTU)
     s = LinkSettings(rate_bps=p.rate_bps, delay_us=p.rtt_us // 2, queue_bytes=queue,
                      loss=IidLoss(p.loss) if p.loss > 0 else None, jitter_us=p.jitter_us or None,
                      jitter_reorders=True if p.reorders else None)
@@ -94,7 +98,13 @@ def done(path: Path) -> dict[str, dict]:
 
 
 def plan(e: Experiment, targets: list[tuple[str, str, str | None]], runs: int, xs: tuple[float, ...]) -> list[Run]:
-    """The runs of (stack, controller, client or None) targets at the points `xs`."""
+    """The runs of (stack, controller, client or None) targets at the points `xs`. A
+    "pairs" experiment pairs each target with every later one and with each of the
+    experiment's rivals, once per pair."""
+    if e.measure == "pairs":
+        rivals = [[f"{s}:{c}" for s, c, _ in targets[k + 1:]] + list(e.rivals) for k in range(len(targets))]
+        return [Run(stack, cc, e.point(x), i, None, rival) for (stack, cc, _), theirs in zip(targets, rivals)
+                for rival in theirs if rival != f"{stack}:{cc}" for x in xs for i in range(runs)]
     return [Run(stack, cc, e.point(x), i, peer) for stack, cc, peer in targets for x in xs for i in range(runs)]
 
 
@@ -118,7 +128,8 @@ def sweep(e: Experiment, todo: list[Run], out: Path, transfer: Callable[[Run, Pa
                     shutil.rmtree(rundir)  # an interrupted run's leftovers: it starts afresh
                 started = time.time()
                 rec = {"key": key, "experiment": e.name, "stack": run.stack, "cc": run.cc,
-                       **({"peer": run.peer} if run.peer else {}), "x": run.point.x,
+                       **({"peer": run.peer} if run.peer else {}), **({"rival": run.rival} if run.rival else {}),
+                       "x": run.point.x,
                        "run": run.index, "size_bytes": size_of(e, run.point), **transfer(run, rundir),
                        "wall_s": round(time.time() - started, 3), "date": time.strftime("%Y-%m-%d")}
                 f.write(json.dumps(rec) + "\n")
@@ -147,11 +158,12 @@ def local_transfer(e: Experiment, mode_of: Callable[[str], str]) -> Callable[[Ru
         n, total = max(1, run.point.objects), size_of(e, run.point)
         sizes = tuple(total // n + (1 if i < total % n else 0) for i in range(n))
         tp = TransferPlan(sizes=sizes, testcase="multiplexing" if n > 1 else "transfer",
-                          tcp_flows=run.point.tcp_flows)
+                          tcp_flows=run.point.tcp_flows, rival=run.rival)
         sched = schedule(e, run.point, seed=run.index + 1)
         peer = load_for_run(run.peer) if run.peer else None
-        # Virtual time runs a stack with itself; a pair with another client runs in real time.
-        mode = "real" if peer is not None else mode_of(run.stack)
+        # Virtual time runs a stack with itself; a pair with another client or a rival
+        # runs in real time.
+        mode = "real" if peer is not None or run.rival else mode_of(run.stack)
         if mode == "virtual":
             from harness import virtual
 
@@ -169,6 +181,10 @@ def local_transfer(e: Experiment, mode_of: Callable[[str], str]) -> Callable[[Ru
             from harness.reproduce.flows import shares_mbps
 
             rec["flows_mbps"] = shares_mbps(rundir, result.transfer, run.point.tcp_flows)
+        if run.rival and result.ok:
+            from harness.reproduce.flows import pair_shares_mbps
+
+            rec["flows_mbps"] = pair_shares_mbps(rundir, result.transfer, result.competitors[-1])
         if n > 1 and result.ok:
             from harness.reproduce.flows import object_completions_s
 

@@ -34,6 +34,10 @@ class TransferPlan:
     #: so that its first flight spans several datagrams: the client can then hold an
     #: acknowledged Initial and nothing else in flight (RFC 9002 §6.2.2.1's deadlock).
     cert_padding: int = 0
+    #: A competing download by another QUIC stack ("stack" or "stack:cc") from its
+    #: own server on the same link, its client started with the transfer's (real time,
+    #: local backend): pairwise fairness, as Prudentia measures it. None: no rival.
+    rival: str | None = None
 
     def __post_init__(self) -> None:
         if self.direction not in DIRECTIONS:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import Iterator
 
 from harness.testbed import lifeline, netns, rootless
+from harness.testbed.competition import RIVAL_PORT, TCP_COMPETITOR_PORT, TCP_WARMUP_S, Competition  # noqa: F401
+from harness.testbed.procs import children_cpu_s, group_run_delay_s, stop_group, tail, wait_ready, who
 from harness.testbed.certs import write_certs
 from harness.testbed.contract import (  # noqa: F401  (the testbed's public names, as before)
     FLOW_WINDOW,
@@ -49,10 +50,6 @@ QIR_PORT = 443
 SERVER_IP = netns.SERVER_ADDR.split("/")[0]
 CLIENT_IP = netns.CLIENT_ADDR.split("/")[0]
 SERVER_PORT = 4433
-#: Competing TCP flows run this long before the QUIC transfer starts, s.
-TCP_WARMUP_S = 2.0
-#: iperf3's port for competing TCP flows (the QUIC server listens on SERVER_PORT).
-TCP_COMPETITOR_PORT = 5201
 
 
 class TestbedError(RuntimeError):
@@ -79,7 +76,7 @@ def require_root() -> None:
                            "the host's); run it with sudo, or use the local backend, which runs without root")
 
 
-class Testbed:
+class Testbed(Competition):
     """Two hosts and the link; `transfer` runs one client/server exchange."""
 
     __test__ = False
@@ -96,6 +93,7 @@ class Testbed:
         self._stack = contextlib.ExitStack()
         self._procs: list[subprocess.Popen] = []
         self._competitors: list[subprocess.Popen] = []
+        self._rival_server: subprocess.Popen | None = None
         #: The hosts' addresses on the link (the Docker backend uses the interop runner's).
         self.client_ip = CLIENT_IP
         self.server_ip = SERVER_IP
@@ -154,68 +152,9 @@ class Testbed:
         self._procs.append(proc)
         return proc
 
-    def _start_extra_client(self, stack: Stack, base_env: dict[str, str], k: int, opts: EndpointOptions):
-        """The k-th QUIC client (k ≥ 2), in client-k/ with its own downloads, keys and qlog."""
-        d = self.out / f"client-{k}"
-        (d / "downloads").mkdir(parents=True, exist_ok=True)
-        env = dict(base_env, SSLKEYLOGFILE=str(d / "keys.log"), LL_APPLOG=str(d / "app.ndjson"),
-                   LL_DOWNLOADS=str(d / "downloads"))
-        if opts.qlog:
-            (d / "qlog").mkdir(exist_ok=True)
-            env["QLOGDIR"] = str(d / "qlog")
-        return d, self.start_endpoint(stack, "client", env, d)
-
-    def _wait_extra_clients(self, others, digests: dict[str, str], deadline: float) -> str | None:
-        """Waits for the extra clients; the first problem among them, or None."""
-        for d, proc in others:
-            try:
-                proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
-                _stop_group(proc)
-                return f"{d.name} did not finish in time"
-            if proc.returncode != 0:
-                return f"{d.name} exited with {proc.returncode}: {_tail(d / 'stderr')}"
-            bad = [n for n, h in digests.items() if sha256_of(d / "downloads" / n) != h]
-            if bad:
-                return f"{d.name}: wrong or missing bytes in {', '.join(bad)}"
-        return None
-
-    def _start_competitors(self, plan: TransferPlan, timeout_s: float) -> str | None:
-        """Kernel TCP flows (iperf3, `plan.tcp_cc`) from the server's host to the
-        client's, sharing the bottleneck with the QUIC flow; returns a failure or None."""
-        logs = self.out / "tcp"
-        logs.mkdir(exist_ok=True)
-        receiver = self._spawn(self.client_ns, ["iperf3", "-s", "-1", "-p", str(TCP_COMPETITOR_PORT)], logs / "receiver")
-        deadline = time.monotonic() + 5.0
-        while not _listening(self.client_ns, TCP_COMPETITOR_PORT):
-            if receiver.poll() is not None or time.monotonic() > deadline:
-                return f"iperf3 receiver did not start: {_tail(logs / 'receiver.stderr')}"
-            time.sleep(0.05)
-        duration = int(TCP_WARMUP_S + timeout_s + 10)
-        self._spawn(self.server_ns, [
-            "iperf3", "-c", self.client_ip, "-p", str(TCP_COMPETITOR_PORT), "-P", str(plan.tcp_flows),
-            "-C", plan.tcp_cc, "-t", str(duration), "-J",
-        ], logs / "sender")
-        time.sleep(TCP_WARMUP_S)
-        return None
-
-    def _spawn(self, ns: str, argv: list[str], log_stem: Path) -> subprocess.Popen:
-        out, err = (log_stem.with_suffix(".stdout")).open("wb"), (log_stem.with_suffix(".stderr")).open("wb")
-        with out, err:
-            proc = lifeline.popen(["ip", "netns", "exec", ns, *argv], stdout=out, stderr=err,
-                                  stdin=subprocess.DEVNULL, start_new_session=True)
-        self._competitors.append(proc)
-        self._procs.append(proc)  # stopped with the endpoints if anything goes wrong
-        return proc
-
-    def _stop_competitors(self) -> None:
-        for proc in self._competitors:
-            _stop_group(proc)
-        self._competitors.clear()
-
     def _stop_endpoints(self) -> None:
         for proc in self._procs:
-            _stop_group(proc)
+            stop_group(proc)
         self._procs.clear()
 
     def transfer(self, stack: Stack, plan: TransferPlan, opts: EndpointOptions = EndpointOptions(),
@@ -236,6 +175,12 @@ class Testbed:
             self._flows = self.flows(stack, plan, SERVER_PORT)
             return TransferResult(stack=stack.name, cc=opts.cc, ok=False, unsupported=True, bytes=0, duration_s=0.0,
                                   reason=refused, goodput_bps=0.0, out_dir=str(self.out), transfer=self._flows[0],
+                                  direction=plan.direction)
+        if plan.rival and (upload or plan.quic_flows > 1):
+            self._flows = self.flows(stack, plan, SERVER_PORT)
+            return TransferResult(stack=stack.name, cc=opts.cc, ok=False, unsupported=True, bytes=0, duration_s=0.0,
+                                  reason="a rival stack competes with one download of the stack under test",
+                                  goodput_bps=0.0, out_dir=str(self.out), transfer=self._flows[0],
                                   direction=plan.direction)
         if upload and plan.quic_flows > 1:
             # Unsupported, as an endpoint's exit 127 is: the case is not judged.
@@ -282,34 +227,43 @@ class Testbed:
                 env[role].update({params: os.environ.get(params, ""), "LL_NETWORK_READY": "1"})
         server = self._start("server", env["server"])
         # An interop-runner endpoint prints no ready line: its bound port is the signal.
-        waited = _wait_ready(server, dirs["server"] / "stdout", timeout_s=10.0,
-                             udp_port=port if server_stack.command else None, who=_who(server_stack, "server"))
+        waited = wait_ready(server, dirs["server"] / "stdout", timeout_s=10.0,
+                             udp_port=port if server_stack.command else None, who=who(server_stack, "server"))
         if waited is not None:
             return self._result(stack, opts, server, None, digests, 0.0, waited)
         if plan.tcp_flows:
             failure = self._start_competitors(plan, opts.timeout_s)
             if failure:
                 return self._result(stack, opts, server, None, digests, 0.0, failure)
+        rival = None
+        if plan.rival:
+            rival, failure = self._start_rival_server(plan, opts, common, certs)
+            if failure:
+                return self._result(stack, opts, server, None, digests, 0.0, failure)
         started = time.monotonic()
         # Each endpoint's CPU reaches RUSAGE_CHILDREN when it is reaped; nothing
         # else this process starts is reaped in between.
-        cpu_before = _children_cpu_s()
+        cpu_before = children_cpu_s()
         client = self._start("client", env["client"])
         others = [self._start_extra_client(client_stack, env["client"], k, opts) for k in range(2, plan.quic_flows + 1)]
+        if rival is not None:
+            others.append(self._start_rival_client(rival, common, digests, opts))
         try:
             client.wait(timeout=opts.timeout_s + 5.0)
         except subprocess.TimeoutExpired:
-            _stop_group(client)
+            stop_group(client)
             return self._result(stack, opts, server, client, digests, time.monotonic() - started,
                                 f"client did not finish within {opts.timeout_s + 5.0:.0f} s")
         elapsed = time.monotonic() - started
         failure = self._wait_extra_clients(others, digests, started + opts.timeout_s + 5.0)
+        if rival is not None:
+            stop_group(self._rival_server)
         if failure:
             return self._result(stack, opts, server, client, digests, elapsed, failure)
-        cpu_client = _children_cpu_s()
-        run_delay = _group_run_delay_s(server.pid)
-        _stop_group(server)
-        cpu = (cpu_client - cpu_before, _children_cpu_s() - cpu_client)
+        cpu_client = children_cpu_s()
+        run_delay = group_run_delay_s(server.pid)
+        stop_group(server)
+        cpu = (cpu_client - cpu_before, children_cpu_s() - cpu_client)
         self._stop_competitors()
         result = self._result(stack, opts, server, client, digests, elapsed, None, cpu)
         result.server_run_delay_s = run_delay
@@ -326,6 +280,8 @@ class Testbed:
         listener = "client" if plan.direction == "upload" else "server"
         transfer = Flow(stack.transport, listener, self.client_ip if listener == "client" else self.server_ip, port)
         competitors = [Flow("tcp", "client", self.client_ip, TCP_COMPETITOR_PORT)] if plan.tcp_flows else []
+        if plan.rival:
+            competitors.append(Flow(self._rival(plan)[0].transport, "server", self.server_ip, RIVAL_PORT))
         return transfer, competitors
 
     def _result(self, stack, opts, server, client, digests, elapsed, failure, cpu=(None, None)) -> TransferResult:
@@ -340,11 +296,11 @@ class Testbed:
         if not reason:
             if unsupported:
                 who = "client" if rc["client"] == 127 else "server"
-                reason = (_tail(self.out / ends[who][1] / "stderr")
+                reason = (tail(self.out / ends[who][1] / "stderr")
                           or f"{ends[who][0].name} {who} reported unsupported (exit 127)")
             elif rc["client"] != 0:
-                reason = (f"{_who(client_stack, 'client')} exited with {rc['client']}: "
-                          f"{_tail(self.out / ends['client'][1] / 'stderr')}")
+                reason = (f"{who(client_stack, 'client')} exited with {rc['client']}: "
+                          f"{tail(self.out / ends['client'][1] / 'stderr')}")
             elif any(got[n] != digests[n] for n in digests):
                 bad = [n for n in digests if got[n] != digests[n]]
                 reason = f"wrong or missing bytes in {', '.join(bad)}"
@@ -360,85 +316,6 @@ class Testbed:
         )
         (self.out / "result.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
         return result
-
-
-def _wait_ready(proc: subprocess.Popen, stdout: Path, timeout_s: float, udp_port: int | None = None,
-                who: str = "server") -> str | None:
-    """Waits for the server's ready line, or for UDP `udp_port` bound in its namespace
-    where given; returns None, or why neither came."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if stdout.exists() and '"ready"' in stdout.read_text(errors="replace"):
-            return None
-        if udp_port is not None and netns.udp_port_bound(proc.pid, udp_port):
-            return None
-        if proc.poll() is not None:
-            return (f"{who} exited with {proc.returncode} before it was ready: {_tail(stdout.parent / 'stderr')} "
-                    f"(logs in {stdout.parent})")
-        time.sleep(0.02)
-    signal_ = f"listening on UDP {udp_port}" if udp_port is not None else "ready"
-    return f"{who} not {signal_} within {timeout_s:.0f} s (logs in {stdout.parent})"
-
-
-def _who(stack: Stack, role: str) -> str:
-    """`role`, naming the command where the stack runs one (an implementer must see which of theirs failed)."""
-    if not stack.command:
-        return role
-    from harness.testbed.commands import describe
-
-    return f"{role} command `{describe(stack)}`"
-
-
-def _stop_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
-    """SIGTERM the endpoint's process group, SIGKILL it if it lingers; always reap."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=grace_s)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    if proc.returncode is not None:
-        lifeline.release(proc)
-    # Children that left the group are still inside the namespace; the namespace
-    # sweep (netns.kill_namespace_processes) catches them.
-
-
-def _listening(ns: str, port: int) -> bool:
-    """Whether a TCP socket listens on `port` inside namespace `ns`."""
-    out = subprocess.run(lifeline.argv(["ip", "netns", "exec", ns, "ss", "-Htln", f"sport = :{port}"]),
-                         capture_output=True, text=True, check=False).stdout
-    return bool(out.strip())
-
-
-def _group_run_delay_s(pgid: int) -> float | None:
-    """Run-queue wait of every thread of process group `pgid` so far (schedstat), s;
-    None where the kernel does not report it."""
-    total, seen = 0, False
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) != pgid:  # field 5 of stat: the process group
-                continue
-            for task in (stat.parent / "task").iterdir():
-                total += int((task / "schedstat").read_text().split()[1])
-                seen = True
-        except (OSError, IndexError, ValueError):
-            continue  # the process ended meanwhile
-    return total / 1e9 if seen else None
-
-
-def _children_cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def _tail(path: Path, limit: int = 400) -> str:
-    if not path.exists():
-        return ""
-    lines = path.read_text(errors="replace").strip().splitlines()
-    return (lines[-1] if lines else "")[-limit:]
 
 
 @contextlib.contextmanager
