@@ -171,7 +171,8 @@ def verdict_text(report, exc: BaseException | None, reason: str | None) -> str:
         parts.append(reason)
     # A skip's exception repeats its reason, with Hypothesis' note naming an explicit
     # example (its arguments' reprs) when it was raised in one: the reason says it all.
-    if exc is not None and not (report.skipped and reason):
+    skipped = report.skipped and not getattr(report, "wasxfail", None)  # an xfail reports as skipped too
+    if exc is not None and not (skipped and reason):
         parts.append("".join(traceback.format_exception_only(type(exc), exc)).strip())
     parts += [text for title, text in getattr(report, "sections", []) if title == "longlook outcome"]
     lines = [line[:LINE_CHARS] for line in "\n".join(parts).splitlines()]
