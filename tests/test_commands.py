@@ -77,6 +77,20 @@ def test_transfer_through_a_local_command(netns_ready, tmp_path, monkeypatch):
     assert _ours_left() == []
 
 
+def test_a_client_that_fails_is_named_with_its_last_words(netns_ready, tmp_path):
+    """The server serves; the client command exits 4: the reason names the client's
+    command and its stderr (the path a failed transfer's reason takes)."""
+    run = endpoints.load("aioquic").directory / "run"
+    stack = with_command(endpoints.load("aioquic"),
+                         f"sh -c 'if [ \"$ROLE\" = client ]; then echo no route >&2; exit 4; fi; exec {run}'")
+    with Testbed(_schedule(), tmp_path) as bed:
+        result = bed.transfer(stack, TransferPlan(sizes=(1000,)), EndpointOptions(timeout_s=10))
+    assert not result.ok and not result.unsupported
+    assert "client command `" in result.reason and "exited with 4" in result.reason, result.reason
+    assert "no route" in result.reason, result.reason
+    assert _ours_left() == []
+
+
 def test_command_that_exits_at_once_is_named(netns_ready, tmp_path):
     """A broken build fails within seconds, its command and last words in the reason."""
     stack = with_command(endpoints.load("aioquic"), "sh -c 'echo missing libfoo.so >&2; exit 3'")

@@ -34,7 +34,7 @@ def wait_ready(proc: subprocess.Popen, stdout: Path, timeout_s: float, udp_port:
     return f"{who} not {signal_} within {timeout_s:.0f} s (logs in {stdout.parent})"
 
 
-def who(stack: Stack, role: str) -> str:
+def role_name(stack: Stack, role: str) -> str:
     """`role`, naming the command where the stack runs one (an implementer must see which of theirs failed)."""
     if not stack.command:
         return role

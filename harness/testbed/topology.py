@@ -24,7 +24,7 @@ from typing import Iterator
 
 from harness.testbed import lifeline, netns, rootless
 from harness.testbed.competition import RIVAL_PORT, TCP_COMPETITOR_PORT, TCP_WARMUP_S, Competition  # noqa: F401
-from harness.testbed.procs import children_cpu_s, group_run_delay_s, stop_group, tail, wait_ready, who
+from harness.testbed.procs import children_cpu_s, group_run_delay_s, role_name, stop_group, tail, wait_ready
 from harness.testbed.certs import write_certs
 from harness.testbed.contract import (  # noqa: F401  (the testbed's public names, as before)
     FLOW_WINDOW,
@@ -228,7 +228,7 @@ class Testbed(Competition):
         server = self._start("server", env["server"])
         # An interop-runner endpoint prints no ready line: its bound port is the signal.
         waited = wait_ready(server, dirs["server"] / "stdout", timeout_s=10.0,
-                             udp_port=port if server_stack.command else None, who=who(server_stack, "server"))
+                             udp_port=port if server_stack.command else None, who=role_name(server_stack, "server"))
         if waited is not None:
             return self._result(stack, opts, server, None, digests, 0.0, waited)
         if plan.tcp_flows:
@@ -299,7 +299,7 @@ class Testbed(Competition):
                 reason = (tail(self.out / ends[who][1] / "stderr")
                           or f"{ends[who][0].name} {who} reported unsupported (exit 127)")
             elif rc["client"] != 0:
-                reason = (f"{who(client_stack, 'client')} exited with {rc['client']}: "
+                reason = (f"{role_name(client_stack, 'client')} exited with {rc['client']}: "
                           f"{tail(self.out / ends['client'][1] / 'stderr')}")
             elif any(got[n] != digests[n] for n in digests):
                 bad = [n for n in digests if got[n] != digests[n]]
