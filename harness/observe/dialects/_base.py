@@ -102,9 +102,6 @@ class _Walk:
     #: same-instant events logged later (the final sort by time is stable). By frame,
     #: not by time: a stack with a coarse clock logs several ACKs in one instant.
     ack_pos: list[int] = field(default_factory=list)
-    #: Indices into `acks` of ACK frames whose place waits for their effect to be
-    #: logged (a dialect that logs a packet on arrival and handles it later: kwik).
-    pending_acks: list[int] = field(default_factory=list)
     #: Where in `events` the effects of the next received packet begin, for a stack
     #: that logs a packet after handling its frames (Dialect.received_after_handling).
     handled_from: int = 0

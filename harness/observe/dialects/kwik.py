@@ -17,8 +17,11 @@ its recovery manager, which logs the window, bytes in flight and RTT estimate
 (emitRecoveryMetrics) once the frame is handled; its send thread logs the window and
 bytes in flight (emitCongestionControlMetrics) at each send. A receive thread
 preempted between the two lets sends in between report bytes in flight that the ACK
-has not yet reduced: an ACK frame's acknowledgements are placed at the first
-metrics with an RTT estimate that follows its packet, where kwik handled it.
+has not yet reduced, or already has: the ACK's acknowledgements stay where its packet
+was logged (the losses it reveals follow them), bytes in flight are compared within the
+dialect's log-order slack, and the window is read from the recovery manager's reports
+alone: a send-thread snapshot can still show the window from before a loss the receive
+thread has just cut it for.
 """
 
 from __future__ import annotations
@@ -26,10 +29,6 @@ from __future__ import annotations
 from typing import Any
 
 from harness.observe.dialects._base import CAPABILITIES, Dialect, _Walk
-
-#: The longest an ACK frame waits for the metrics its handling logs (µs); past it the
-#: frame stays where its packet was logged.
-HANDLING_WAIT_US = 50_000.0
 
 
 class KwikDialect(Dialect):
@@ -53,18 +52,12 @@ class KwikDialect(Dialect):
         "kwik: no ssthresh, loss trigger, PTO count or min_rtt; RTTs in whole ms; the trace is written by our endpoint",
     )
 
-    def on_received(self, w: _Walk, t: float, d: dict[str, Any]) -> None:
-        first = len(w.acks)
-        super().on_received(w, t, d)
-        w.pending_acks += range(first, len(w.acks))
-
     def on_metrics(self, w: _Walk, t: float, d: dict[str, Any]) -> None:
-        if w.pending_acks and "smoothed_rtt" in d:
-            # The recovery manager's metrics after it handled the frame: the frame's
-            # acknowledgements take effect here, before them.
-            for i in w.pending_acks:
-                t_ack, space, ranges = w.acks[i]
-                if t - t_ack <= HANDLING_WAIT_US:
-                    w.acks[i], w.ack_pos[i] = (t, space, ranges), len(w.events)
-            w.pending_acks.clear()
+        if "smoothed_rtt" not in d and "congestion_window" in d:
+            # Metrics without an RTT estimate come from a send (the send thread's
+            # snapshot) or a loss: the window in a send-thread snapshot can predate
+            # what the receive thread has just done, so the window is taken only from
+            # the recovery manager's report after each ACK frame, where a loss's cut
+            # shows too; the bytes in flight are kept.
+            d = {k: v for k, v in d.items() if k != "congestion_window"}
         super().on_metrics(w, t, d)
