@@ -18,10 +18,9 @@ its recovery manager, which logs the window, bytes in flight and RTT estimate
 bytes in flight (emitCongestionControlMetrics) at each send. A receive thread
 preempted between the two lets sends in between report bytes in flight that the ACK
 has not yet reduced, or already has: the ACK's acknowledgements stay where its packet
-was logged (the losses it reveals follow them), bytes in flight are compared within the
-dialect's log-order slack, and the window is read from the recovery manager's reports
-alone: a send-thread snapshot can still show the window from before a loss the receive
-thread has just cut it for.
+was logged (the losses it reveals follow them), and the window and bytes in flight are
+read from the recovery manager's reports alone (a send-thread snapshot can still show
+the window from before a loss the receive thread has just cut it for).
 """
 
 from __future__ import annotations
@@ -53,11 +52,13 @@ class KwikDialect(Dialect):
     )
 
     def on_metrics(self, w: _Walk, t: float, d: dict[str, Any]) -> None:
-        if "smoothed_rtt" not in d and "congestion_window" in d:
+        if "smoothed_rtt" not in d:
             # Metrics without an RTT estimate come from a send (the send thread's
-            # snapshot) or a loss: the window in a send-thread snapshot can predate
-            # what the receive thread has just done, so the window is taken only from
-            # the recovery manager's report after each ACK frame, where a loss's cut
-            # shows too; the bytes in flight are kept.
-            d = {k: v for k, v in d.items() if k != "congestion_window"}
+            # snapshot) or a loss. A snapshot can predate what the receive thread has
+            # just done, or already show an ACK whose packet was logged up to tens of
+            # ms before (BENCHMARKS.md: p99 21 ms between an ACK's packet and its
+            # handling's report on the loaded 2-core host): window and bytes in flight
+            # are read from the recovery manager's report after each ACK frame alone,
+            # written in order with the acknowledgements and losses it follows.
+            return
         super().on_metrics(w, t, d)
