@@ -22,6 +22,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from harness.observe.events import Metrics, PacketSent
+from harness.observe.quic_frames import NOT_ACK_ELICITING
 from harness.rfc import K_GRANULARITY_US
 from harness.schedule import TransferPlan, strategies
 from harness.schedule.strategies import BaseLink
@@ -339,6 +340,27 @@ CLIENT_PROBE_QUIET_US = 20_000
 CLIENT_PROBE_BURST_US = 5_000
 
 
+def first_sends_of_stream_data(sends) -> set[int]:
+    """Indices of the datagrams whose ack-eliciting content is all 1-RTT STREAM data
+    sent for the first time: what the application sends as soon as it may (a slow
+    client's request can leave more than CLIENT_PROBE_QUIET_US after the server's
+    flight), never a timer's probe, which carries what is already in flight or a PING."""
+    seen: dict[int, int] = {}  # stream → the highest offset sent so far
+    out = set()
+    for k, d in enumerate(sends):
+        frames = [f for p in d.packets if p.ack_eliciting for f in p.frames
+                  if getattr(f, "name", "") not in NOT_ACK_ELICITING]
+        streams = [f for f in frames if getattr(f, "name", "") == "stream"]
+        only_new = bool(streams) and len(streams) == len(frames) and all(
+            p.space == "application" for p in d.packets if p.ack_eliciting) and all(
+            f.offset >= seen.get(f.stream_id, 0) for f in streams)
+        for f in streams:
+            seen[f.stream_id] = max(seen.get(f.stream_id, 0), f.offset + f.length)
+        if only_new:
+            out.add(k)
+    return out
+
+
 @example(schedule=strategies.handshake_delayed(BaseLink(rtt_us=10_000), 0, 3_000))
 @given(schedule=strategies.handshake_delays())
 def test_client_probes_carry_handshake_packets(longlook, target, schedule):
@@ -352,7 +374,8 @@ def test_client_probes_carry_handshake_packets(longlook, target, schedule):
     HANDSHAKE_DONE reaches it, with the datagrams it sends in the 5 ms after (one
     expiry's), carries an ack-eliciting Handshake packet once a server
     Handshake packet had reached it, and before that a Handshake packet or an Initial in
-    at least 1200 bytes. Judged on the target's client (in a download without a peer it
+    at least 1200 bytes; a datagram carrying only 1-RTT STREAM data sent for the first
+    time is the application's send, not a probe. Judged on the target's client (in a download without a peer it
     is the target's stack). Trigger: such a client probe."""
     outcomes.require_own_client(target)
     with outcomes.rare_trigger(), longlook.run(target, schedule, HANDSHAKE_PLAN) as obs:
@@ -364,10 +387,13 @@ def test_client_probes_carry_handshake_packets(longlook, target, schedule):
         confirmed_at = analysis.handshake_done_at(view)
         heard = sorted(d.t_us for d in arrivals)
         sends = [d for d in view.datagrams if d.entered and d.direction == "c2s"]
+        fresh = first_sends_of_stream_data(sends)
         probes, bad = 0, []
         for k, (prev, d) in enumerate(zip(sends, sends[1:]), start=1):
             if d.t_us >= confirmed_at or not any(p.ack_eliciting for p in d.packets):
                 continue
+            if k in fresh:
+                continue  # the application's first send of its data (its request): no timer's
             i = bisect.bisect_left(heard, d.t_us)
             if d.t_us - prev.t_us < CLIENT_PROBE_QUIET_US or (i and d.t_us - heard[i - 1] < CLIENT_PROBE_QUIET_US):
                 continue

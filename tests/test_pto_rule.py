@@ -104,3 +104,25 @@ def test_the_first_handshake_probe_is_the_clients_own_send_after_a_silence():
     # 1-RTT sends are not in the rule's spaces; no probe at all is None.
     view = _client_view([(11_000.0, "handshake", True), (50_000.0, "1rtt", True)], arrivals=[10_990.0])
     assert handshake_probe_wait(view, period) is None
+
+
+def test_a_clients_first_send_of_its_request_is_no_probe():
+    """A slow client's request can leave long after the server's flight: a datagram of
+    1-RTT STREAM data sent for the first time is the application's; the same data
+    again, or a Handshake packet, is a timer's."""
+    from harness.observe.quic_frames import Ack, Other, Stream
+    from harness.observe.wire import Datagram, QuicPacket
+    from properties.test_pto import first_sends_of_stream_data
+
+    def dg(t, *packets):
+        return Datagram(int(t), t, "c2s", "client", True, None, ("a", 1), ("b", 2), 0, 0, 0, list(packets))
+
+    def pkt(space, pn, *frames):
+        return QuicPacket("1rtt" if space == "application" else space, space, 100, pn, tuple(frames),
+                          any(f.name not in ("ack", "padding") for f in frames))
+
+    sends = [dg(0, pkt("handshake", 0, Other("crypto"))),
+             dg(30_000, pkt("application", 0, Ack(1, ((0, 1),), 0), Stream(0, 0, 40, True))),  # the request
+             dg(90_000, pkt("application", 1, Stream(0, 0, 40, True))),  # the request again: a probe's
+             dg(95_000, pkt("application", 2, Stream(4, 0, 10, True), Other("ping")))]  # new data and a PING
+    assert first_sends_of_stream_data(sends) == {1}
