@@ -231,7 +231,8 @@ def test_loss_declared_by_packet_threshold(longlook, target, schedule):
     """RFC 9002 §6.1.1: a packet the link dropped is declared lost (qlog packet_lost)
     by the time the sender learns of the acknowledgement of the kPacketThreshold-th
     (3, the example's initial value) packet it sent after it, plus 2 ms of timer slack
-    (and the handling window of a stack that logs a packet after its effects), or
+    (and the handling window of a stack that logs a packet after its effects, or up
+    to the report of a stack that reports once it has handled the packet), or
     earlier by the time threshold. Judged up to the sender's first spurious loss (a
     stack may raise its threshold after one, as RACK does). Trigger: a dropped packet
     whose packet-threshold acknowledgement came before its time threshold."""
@@ -248,6 +249,13 @@ def test_loss_declared_by_packet_threshold(longlook, target, schedule):
         stack = target.stack
         dialect = dialects.of_stack(stack.name, bool(stack.honours.get("qlog")))
         slack = TIMER_SLACK_US + (dialect.HANDLING_US if dialect.received_after_handling else 0.0)
+        # A stack that logs a packet before handling it and reports once it has (kwik)
+        # declares what the ACK revealed by that report, however late the handling ran.
+        reports = sorted(m.t_us for m in trace.of(Metrics)) if dialect.reports_after_handling else []
+
+        def handled_by(t_us: float) -> float:
+            i = bisect.bisect_left(reports, t_us)
+            return reports[i] if i < len(reports) else t_us
         numbers = sorted(sent)
         for pn in pns:
             # The first acknowledgement of the kPacketThreshold-th packet sent after it,
@@ -263,7 +271,7 @@ def test_loss_declared_by_packet_threshold(longlook, target, schedule):
             rtt = max([r for t, r in rtts if t <= t_pt], default=0.0)
             by_packets += t_pt < sent[pn] + K_TIME_THRESHOLD * rtt
             t_decl = declared.get(pn)
-            if t_decl is None or t_decl > t_pt + slack:
+            if t_decl is None or t_decl > max(t_pt + slack, handled_by(t_pt)):
                 later = sum(1 for t, q in acks if q > pn and t <= (t_decl if t_decl is not None else float("inf")))
                 late.append((pn, sent[pn], t_pt, t_decl, later))
         if not by_packets:

@@ -168,6 +168,11 @@ class Dialect:
     #: window it grew had been logged. Such a trace is read monotone in file order:
     #: no event earlier than the one written before it.
     file_order_is_causal: ClassVar[bool] = False
+    #: Whether the stack logs a received packet before it handles it, and a metrics
+    #: report once it has (kwik: its recovery manager's report after each ACK frame):
+    #: what an ACK caused is in the log by the first metrics after the ACK, however long
+    #: the handling waited for a CPU.
+    reports_after_handling: ClassVar[bool] = False
     #: How far apart in its log the stack may write an event and what it did to its
     #: counts (µs): single-threaded stacks microseconds; kwik, whose send thread
     #: reports bytes in flight while its receive thread handles an ACK, milliseconds.

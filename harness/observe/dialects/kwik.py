@@ -46,6 +46,9 @@ class KwikDialect(Dialect):
     # A send-thread report lands anywhere between an ACK's packet and its handling's
     # metrics: as long as a receive thread preempted in between (BENCHMARKS.md, kwik).
     LOG_ORDER_SLACK_US = 5_000.0
+    # After each ACK frame the recovery manager reports (metrics with an RTT estimate,
+    # the only metrics read): losses the ACK revealed are logged by then.
+    reports_after_handling = True
     FACTS = (
         "kwik: no congestion states logged (left to harness/observe/states.py)",
         "kwik: no ssthresh, loss trigger, PTO count or min_rtt; RTTs in whole ms; the trace is written by our endpoint",
