@@ -164,3 +164,16 @@ def test_trace_validation_lists_every_deviation_and_f5_masks_only_its_own():
         raise_all(deviations(planted, F5[1]))
     r = _settled(caught.value, (strict, reason, signature))
     assert r.failed and "reduction-without-loss" in r.sections[-1][1]
+
+
+def test_a_case_under_its_own_and_a_stack_wide_finding_names_the_one_it_met():
+    """kwik's bursts property: F68 (its own) and F63 (every property). A stall is
+    F63's deviation: the expected failure names F63, not the property's F68."""
+    own = {"kind": "burst-beyond-initial-window", "_reason": "F68 (1 of 1 run): bursts; docs/findings.md"}
+    wide = {"kind": "transfer-failed", "_reason": "F63 (2 of 5 runs): stalls; docs/findings.md"}
+    finding = (False, "F68 (1 of 1 run): bursts; and for every property: F63 ...", [own, wide])
+    r = _settled(deviation("transfer-failed", "client exited with 1"), finding)
+    assert r.skipped and r.wasxfail.startswith("F63")
+    r = _settled(ExceptionGroup("two", [deviation("transfer-failed", "x"), deviation("burst-beyond-initial-window", "y")]),
+                 finding)
+    assert r.skipped and r.wasxfail.startswith("F68") and "F63" in r.wasxfail

@@ -79,6 +79,7 @@ def test_a_stack_wide_finding_joins_a_propertys_own(tmp_path, monkeypatch):
     strict, reason, sig = findings.finding_for("test_bursts_stay_within_the_initial_window", "kwik-newreno", target)
     kinds = [s["kind"] for s in sig]
     assert not strict and reason.startswith("F68") and "F63" in reason
+    assert [s["_reason"][:3] for s in sig] == ["F68", "F63"]  # each table names its finding
     assert kinds == ["burst-beyond-initial-window", "transfer-failed"]
     strict, reason, sig = findings.finding_for("test_window_never_exceeded", "kwik-newreno", target)
     assert reason.startswith("F63") and sig == {"kind": "transfer-failed"}

@@ -121,8 +121,11 @@ def finding_for(name: str, callspec_id: str | None, target) -> tuple[bool, str, 
     if wide is None:
         return strict, reason, SIGNATURES[key]
 
-    def flat(sig):
-        return sig if isinstance(sig, list) else [sig]
+    def flat(sig, why: str) -> list[dict]:
+        # Each table keeps the reason of its finding, so the verdict names the one
+        # that matched (harness.verdict.outcomes.settle); matching reads kind and
+        # measured only.
+        return [dict(one, _reason=why) for one in (sig if isinstance(sig, list) else [sig])]
 
     return strict, f"{reason}; and for every property: {FLAKY_FINDINGS[wide]}", \
-        flat(SIGNATURES[key]) + flat(SIGNATURES[wide])
+        flat(SIGNATURES[key], reason) + flat(SIGNATURES[wide], FLAKY_FINDINGS[wide])

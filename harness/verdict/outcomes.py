@@ -184,6 +184,12 @@ def settle(report, call, ledger: Ledger | None, finding: tuple[bool, str] | None
             _fail(report, f"the recorded finding ({finding[1] if finding else report.wasxfail}) describes another "
                           f"deviation{expected}; this case failed with {what}", keep_repr=True)
             return
+        # A case under two findings (its own and a stack-wide one): the verdict names
+        # the one whose deviation it met.
+        met = [one["_reason"] for one in (signature if isinstance(signature, list) else [])
+               if "_reason" in one and any(matches(e, one) for e in leaves)]
+        if met:
+            report.wasxfail = "; ".join(dict.fromkeys(met))
     if report.skipped and not xfailed and strict:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         _fail(report, f"a strict finding expects a failure here, yet the case was skipped: {reason}")
