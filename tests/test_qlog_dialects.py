@@ -372,9 +372,11 @@ def test_kwik_s_trace_is_read_in_the_order_kwik_wrote_it(tmp_path):
 
 
 def test_kwik_s_window_comes_from_its_recovery_manager_only(tmp_path):
-    """A send-thread snapshot (metrics without an RTT estimate) is left out: it can
-    predate a cut the receive thread just made, or an ACK it has handled."""
+    """A send-thread snapshot (metrics without an RTT estimate) is left out once ACKs
+    are handled: it can predate a cut the receive thread just made, or an ACK it has
+    handled. The first flight's (the initial window) stays."""
     events = [
+        {"time": 0.5, "name": "recovery:metrics_updated", "data": {"congestion_window": 12000, "bytes_in_flight": 1252}},
         sent(1.0, 0), sent(1.0, 1),
         {"time": 2.0, "name": "recovery:metrics_updated",
          "data": {"congestion_window": 25000, "bytes_in_flight": 2504, "smoothed_rtt": 40, "latest_rtt": 40}},
@@ -384,5 +386,6 @@ def test_kwik_s_window_comes_from_its_recovery_manager_only(tmp_path):
     ]
     t = qlog.read_trace(seq(tmp_path, events), "kwik", "server", LINK_START_NS)
     ms = t.of(ev.Metrics)
-    assert [m.congestion_window for m in ms] == [25000, 12500]
-    assert [m.bytes_in_flight for m in ms] == [2504, 1252]
+    # The first flight's snapshot stays (no ACK handled yet: nothing to race).
+    assert [m.congestion_window for m in ms] == [12000, 25000, 12500]
+    assert [m.bytes_in_flight for m in ms] == [1252, 2504, 1252]

@@ -55,13 +55,17 @@ class KwikDialect(Dialect):
     )
 
     def on_metrics(self, w: _Walk, t: float, d: dict[str, Any]) -> None:
-        if "smoothed_rtt" not in d:
+        if "smoothed_rtt" in d:
+            w.counters["kwik_reports"] = w.counters.get("kwik_reports", 0) + 1
+        elif w.counters.get("kwik_reports"):
             # Metrics without an RTT estimate come from a send (the send thread's
-            # snapshot) or a loss. A snapshot can predate what the receive thread has
-            # just done, or already show an ACK whose packet was logged up to tens of
-            # ms before (BENCHMARKS.md: p99 21 ms between an ACK's packet and its
-            # handling's report on the loaded 2-core host): window and bytes in flight
-            # are read from the recovery manager's report after each ACK frame alone,
-            # written in order with the acknowledgements and losses it follows.
+            # snapshot) or a loss. Once ACKs are being handled, a snapshot can predate
+            # what the receive thread has just done, or already show an ACK whose
+            # packet was logged up to tens of ms before (BENCHMARKS.md: p99 21 ms
+            # between an ACK's packet and its handling's report on the loaded 2-core
+            # host): window and bytes in flight are then read from the recovery
+            # manager's report after each ACK frame alone, written in order with the
+            # acknowledgements and losses it follows. Before the first ACK there is
+            # nothing to race: the first flight's snapshots (the initial window) stay.
             return
         super().on_metrics(w, t, d)
