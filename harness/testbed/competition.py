@@ -56,7 +56,9 @@ class Competition:
         env = dict(common, SSLKEYLOGFILE=str(d / "keys.log"), LL_APPLOG=str(d / "app.ndjson"), LL_ADDR=self.server_ip,
                    LL_PORT=str(RIVAL_PORT), LL_CERTS=str(certs), LL_WWW=str(self.out / "www"),
                    **({"QLOGDIR": str(d / "qlog")} if opts.qlog else {}))
+        # The rival runs as its stack comes: its own controller, no cap of the transfer's.
         env.pop("LL_CC", None)
+        env.pop("LL_MAX_WINDOW", None)
         if cc != stack.default_cc:
             env["LL_CC"] = cc
         proc = self.start_endpoint(stack, "server", env, d, side="server")
@@ -77,6 +79,7 @@ class Competition:
         if opts.qlog:
             (d / "qlog").mkdir(exist_ok=True)
         env.pop("LL_CC", None)
+        env.pop("LL_MAX_WINDOW", None)
         if cc in stack.cc and cc != stack.default_cc:
             env["LL_CC"] = cc
         return d, self.start_endpoint(stack, "client", env, d, side="client")

@@ -52,6 +52,8 @@ class KwikDialect(Dialect):
     FACTS = (
         "kwik: no congestion states logged (left to harness/observe/states.py)",
         "kwik: no ssthresh, loss trigger, PTO count or min_rtt; RTTs in whole ms; the trace is written by our endpoint",
+        "kwik: read monotone in file order; after the first ACK, window and bytes in flight from the recovery "
+        "manager's reports only (send-thread snapshots left out)",
     )
 
     def on_metrics(self, w: _Walk, t: float, d: dict[str, Any]) -> None:
