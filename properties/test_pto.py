@@ -340,25 +340,22 @@ CLIENT_PROBE_QUIET_US = 20_000
 CLIENT_PROBE_BURST_US = 5_000
 
 
-def first_sends_of_stream_data(sends) -> set[int]:
-    """Indices of the datagrams whose ack-eliciting content is all 1-RTT STREAM data
-    sent for the first time: what the application sends as soon as it may (a slow
-    client's request can leave more than CLIENT_PROBE_QUIET_US after the server's
-    flight), never a timer's probe, which carries what is already in flight or a PING."""
-    seen: dict[int, int] = {}  # stream → the highest offset sent so far
-    out = set()
+def first_request(sends) -> int | None:
+    """Index of the client's first datagram that carries STREAM data, when all its
+    ack-eliciting content is 1-RTT STREAM frames starting at offset 0: its request,
+    which a slow client can send more than CLIENT_PROBE_QUIET_US after the server's
+    flight, and which no timer sent. Only that one datagram: any later send of new
+    data before confirmation may be a probe, and is judged as one."""
     for k, d in enumerate(sends):
         frames = [f for p in d.packets if p.ack_eliciting for f in p.frames
                   if getattr(f, "name", "") not in NOT_ACK_ELICITING]
         streams = [f for f in frames if getattr(f, "name", "") == "stream"]
-        only_new = bool(streams) and len(streams) == len(frames) and all(
-            p.space == "application" for p in d.packets if p.ack_eliciting) and all(
-            f.offset >= seen.get(f.stream_id, 0) for f in streams)
-        for f in streams:
-            seen[f.stream_id] = max(seen.get(f.stream_id, 0), f.offset + f.length)
-        if only_new:
-            out.add(k)
-    return out
+        if not streams:
+            continue
+        only_request = len(streams) == len(frames) and all(f.offset == 0 for f in streams) and all(
+            p.space == "application" for p in d.packets if p.ack_eliciting)
+        return k if only_request else None
+    return None
 
 
 @example(schedule=strategies.handshake_delayed(BaseLink(rtt_us=10_000), 0, 3_000))
@@ -374,8 +371,8 @@ def test_client_probes_carry_handshake_packets(longlook, target, schedule):
     HANDSHAKE_DONE reaches it, with the datagrams it sends in the 5 ms after (one
     expiry's), carries an ack-eliciting Handshake packet once a server
     Handshake packet had reached it, and before that a Handshake packet or an Initial in
-    at least 1200 bytes; a datagram carrying only 1-RTT STREAM data sent for the first
-    time is the application's send, not a probe. Judged on the target's client (in a download without a peer it
+    at least 1200 bytes; the client's first datagram of STREAM data (its request) is the
+    application's send, not a probe. Judged on the target's client (in a download without a peer it
     is the target's stack). Trigger: such a client probe."""
     outcomes.require_own_client(target)
     with outcomes.rare_trigger(), longlook.run(target, schedule, HANDSHAKE_PLAN) as obs:
@@ -387,13 +384,13 @@ def test_client_probes_carry_handshake_packets(longlook, target, schedule):
         confirmed_at = analysis.handshake_done_at(view)
         heard = sorted(d.t_us for d in arrivals)
         sends = [d for d in view.datagrams if d.entered and d.direction == "c2s"]
-        fresh = first_sends_of_stream_data(sends)
+        request = first_request(sends)
         probes, bad = 0, []
         for k, (prev, d) in enumerate(zip(sends, sends[1:]), start=1):
             if d.t_us >= confirmed_at or not any(p.ack_eliciting for p in d.packets):
                 continue
-            if k in fresh:
-                continue  # the application's first send of its data (its request): no timer's
+            if k == request:
+                continue  # the client's request: the application's send, no timer's
             i = bisect.bisect_left(heard, d.t_us)
             if d.t_us - prev.t_us < CLIENT_PROBE_QUIET_US or (i and d.t_us - heard[i - 1] < CLIENT_PROBE_QUIET_US):
                 continue

@@ -107,12 +107,12 @@ def test_the_first_handshake_probe_is_the_clients_own_send_after_a_silence():
 
 
 def test_a_clients_first_send_of_its_request_is_no_probe():
-    """A slow client's request can leave long after the server's flight: a datagram of
-    1-RTT STREAM data sent for the first time is the application's; the same data
-    again, or a Handshake packet, is a timer's."""
+    """A slow client's request can leave long after the server's flight: its first
+    datagram of STREAM data is the application's; the same data again, or later new
+    data, may be a timer's and is judged."""
     from harness.observe.quic_frames import Ack, Other, Stream
     from harness.observe.wire import Datagram, QuicPacket
-    from properties.test_pto import first_sends_of_stream_data
+    from properties.test_pto import first_request
 
     def dg(t, *packets):
         return Datagram(int(t), t, "c2s", "client", True, None, ("a", 1), ("b", 2), 0, 0, 0, list(packets))
@@ -124,5 +124,7 @@ def test_a_clients_first_send_of_its_request_is_no_probe():
     sends = [dg(0, pkt("handshake", 0, Other("crypto"))),
              dg(30_000, pkt("application", 0, Ack(1, ((0, 1),), 0), Stream(0, 0, 40, True))),  # the request
              dg(90_000, pkt("application", 1, Stream(0, 0, 40, True))),  # the request again: a probe's
-             dg(95_000, pkt("application", 2, Stream(4, 0, 10, True), Other("ping")))]  # new data and a PING
-    assert first_sends_of_stream_data(sends) == {1}
+             dg(95_000, pkt("application", 2, Stream(4, 0, 10, True)))]  # later new data: judged too
+    assert first_request(sends) == 1
+    # A first STREAM datagram that also carries a Handshake packet, or a PING, is no bare request.
+    assert first_request([sends[0], dg(30_000, pkt("application", 0, Stream(0, 0, 40, True), Other("ping")))]) is None
