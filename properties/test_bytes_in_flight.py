@@ -23,7 +23,6 @@ import bisect
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from harness.observe import dialects
 from harness.observe.events import Metrics, PacketAcked, PacketLost, PacketSent
 from harness.schedule import TransferPlan, strategies
 from harness.schedule.strategies import BaseLink
@@ -43,10 +42,6 @@ PROBES_TO_JUDGE = 2
 ORDER_SLACK_US = 1_000
 
 
-def order_slack_us(target) -> float:
-    return max(ORDER_SLACK_US, dialects.get(target.stack.name).LOG_ORDER_SLACK_US)
-
-
 @example(schedule=strategies.CLEAN_LOSSLESS_LINK)
 @given(schedule=strategies.delay_jitter(lossless=True, reorders=False))
 def test_bytes_in_flight_match_the_wire(longlook, target, schedule):
@@ -63,7 +58,7 @@ def test_bytes_in_flight_match_the_wire(longlook, target, schedule):
               f"{target.id}: no bytes_in_flight in the sender's qlog, which reports it", event="bytes_in_flight")
         mss = analysis.max_datagram(trace)
         mismatches, checked = [], 0
-        slack = order_slack_us(target)
+        slack = analysis.log_order_slack_us(target, ORDER_SLACK_US)
         for t, value, expected in _replay(trace, counted_on_wire(obs.wire), slack):
             checked += 1
             if not any(abs(value - e) <= mss for e in expected):
@@ -109,7 +104,7 @@ def test_probes_count_in_flight(longlook, target, schedule):
         sent_at = [e.t_us for e in trace.of(PacketSent) if e.space == "application" and e.pn in nth]
         if not sent_at:
             outcomes.not_exercised("the sender's log has no send of its second probe datagram")
-        slack = order_slack_us(target)
+        slack = analysis.log_order_slack_us(target, ORDER_SLACK_US)
         judged_from = min(sent_at) + slack
         # The wire's quiet period ends at the first news reaching the sender; its log's
         # reports are on its own clock, compared up to that instant (less the slack).

@@ -21,7 +21,6 @@ import bisect
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from harness.observe import dialects
 from harness.observe.events import Metrics, PacketAcked, PacketSent
 from harness.schedule import TransferPlan, strategies
 from harness.schedule.strategies import BaseLink
@@ -99,7 +98,7 @@ def test_no_send_beyond_congestion_window(longlook, target, schedule):
         # A stack whose threads log apart (kwik: a send thread that read the window
         # before the receive thread cut it) is held to the largest window it logged
         # within its log-order slack before the send, too.
-        back = max(dialects.get(target.stack.name).LOG_ORDER_SLACK_US - ORDER_SLACK_US, 0.0)
+        back = analysis.log_order_slack_us(target, ORDER_SLACK_US) - ORDER_SLACK_US
         limited, checked, over = 0, 0, []
         for t, inflight, pn in sends:
             if t < news[0]:

@@ -404,3 +404,13 @@ def wire_first_acks(view) -> list[tuple[float, int]]:
                 first.update((pn, d.t_us) for pn in unacked[i:k])
                 del unacked[i:k]
     return sorted((t, pn) for pn, t in first.items())
+
+
+def log_order_slack_us(target, floor_us: float) -> float:
+    """How far apart in the sender's own log an event and what it did to the sender's
+    counts may stand (µs): `floor_us`, or more where the stack's threads log further
+    apart (Dialect.LOG_ORDER_SLACK_US: kwik)."""
+    from harness.observe import dialects
+
+    return max(floor_us, dialects.get(target.stack.name).LOG_ORDER_SLACK_US)
+

@@ -43,8 +43,8 @@ class KwikDialect(Dialect):
     # application-limited rule (it grows only on ACKs that found the window full to
     # within 3 bytes), not an exit.
     unset_ssthresh_is_infinite = True
-    # A send-thread report lands anywhere between an ACK's packet and its handling's
-    # metrics: as long as a receive thread preempted in between (BENCHMARKS.md, kwik).
+    # The send thread logs its packets while the receive thread handles an ACK and
+    # writes its report: the two interleave by milliseconds under load (BENCHMARKS.md).
     LOG_ORDER_SLACK_US = 5_000.0
     # After each ACK frame the recovery manager reports (metrics with an RTT estimate,
     # the only metrics read): losses the ACK revealed are logged by then.
