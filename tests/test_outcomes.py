@@ -72,6 +72,18 @@ def test_a_strict_finding_that_was_skipped_fails():
     assert _refresh(r).failed and "skipped: capability" in r.longrepr
 
 
+def test_a_skip_in_an_explicit_example_keeps_its_reason_alone():
+    # Hypothesis notes the explicit example (every argument's repr) on whatever it
+    # raised, a skip included; no example failed, so the summary shows the reason.
+    note = "\nFailing explicit example: test_x(\n    target=Target(stack=Stack(name='aioquic', ...)),\n)"
+    r = _report("skipped", longrepr=("properties/test_x.py", 10, "not applicable: a rule of the bbr family" + note))
+    settle(r, _call(), None, None)
+    assert _refresh(r).skipped and r.longrepr == ("properties/test_x.py", 10, "not applicable: a rule of the bbr family")
+    r2 = _report("skipped", longrepr=("p", 1, "capability: quiche logs no packet lost" + note))
+    settle(r2, _call(), Ledger(), (True, "F3: …"))
+    assert _refresh(r2).failed and r2.longrepr.endswith("skipped: capability: quiche logs no packet lost")
+
+
 def test_a_finding_expects_an_assertion_not_any_exception():
     r = _report("skipped", wasxfail="F1: …", longrepr="TypeError: …")
     settle(r, _call(TypeError("bug in the property")), Ledger(judged=1), (True, "F1: …"))

@@ -190,6 +190,13 @@ def settle(report, call, ledger: Ledger | None, finding: tuple[bool, str] | None
                if "_reason" in one and any(matches(e, one) for e in leaves)]
         if met:
             report.wasxfail = "; ".join(dict.fromkeys(met))
+    if report.skipped and not xfailed and isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
+        # A skip raised in an explicit @example (a rule that does not apply, a
+        # capability the stack lacks) carries Hypothesis' note "Failing explicit
+        # example: …" with every argument's repr: no example failed, so the summary
+        # line keeps the reason alone.
+        path, line, text = report.longrepr
+        report.longrepr = (path, line, text.split("\nFailing explicit example", 1)[0].rstrip())
     if report.skipped and not xfailed and strict:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         _fail(report, f"a strict finding expects a failure here, yet the case was skipped: {reason}")
