@@ -1,5 +1,6 @@
 """The client's side of the handshake: it keeps the handshake alive when the server
-cannot, and its first probe waits the PTO of RFC 9002's initial RTT.
+cannot, its first probe waits the PTO of RFC 9002's initial RTT, and no probe timeout
+is shorter than kGranularity.
 
 RFC 9002 §6.2.2.1: "the client MUST set the PTO timer if the client has not received an
 acknowledgment for any of its Handshake packets and the handshake is not confirmed (see
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from hypothesis import example, given
 
+from harness.rfc import K_GRANULARITY_US
 from harness.schedule import TransferPlan, strategies
 from harness.schedule.strategies import BaseLink
 from harness.verdict import analysis, outcomes
@@ -112,3 +114,59 @@ def test_first_probe_uses_an_initial_rtt_of_333_ms(longlook, target, schedule):
             f"({low / 1e3:.0f}-{high / 1e3:.0f} ms); RFC 9002's formula would give that gap from an initial RTT of "
             f"{gap / 3e3:.0f} ms"
         ), initial_rtt_ms=round(gap / 3e3, 1), gap_ms=round(gap / 1e3, 1))
+
+
+#: A client datagram within this of the server's datagram reaching it answers it (µs):
+#: no probe timeout is that short here, an unfloored one on these links being three
+#: round trips of at least 100 µs each.
+IMMEDIATE_US = 150
+
+
+@example(schedule=strategies.server_flight_lost(BaseLink(rate_bps=1_000_000_000, rtt_us=200), 0, 8))
+@given(schedule=strategies.sub_ms_server_flights_lost())
+def test_handshake_probe_waits_at_least_the_granularity(longlook, target, schedule):
+    """RFC 9002 §6.2.1: "The PTO period MUST be at least kGranularity to avoid the
+    timer expiring immediately." On a link of 100-200 µs round trip the server's first
+    datagram (its Initial, acknowledging the client's) reaches the client and the rest
+    of its flight is dropped, as in the anti-deadlock property above: the client, with
+    one RTT sample and nothing in flight, must still arm its Handshake timer
+    (§6.2.2.1), and its probe must leave at least kGranularity after the timer's start.
+    Stacks start it at that arrival (Appendix A's "now") or at their last ack-eliciting
+    send (quiche); the later of the two can be no earlier than the earlier, so the
+    probe is timed from the last ack-eliciting send before the arrival. Read off the
+    client side's capture, which stamps a send after the client wrote it: the gap seen
+    is never shorter than the client's. Judged on the target's own client in a
+    download. Trigger: the client's one RTT sample (its first send to that arrival)
+    was under a quarter of kGranularity, so a period without the floor (smoothed_rtt +
+    4 × rttvar: three samples after one) would have expired sooner from either start,
+    and the client's next ack-eliciting datagram was sent on its own: not at once,
+    with no other server datagram arriving first."""
+    outcomes.require_own_client(target)
+    with outcomes.rare_trigger(), longlook.run(target, schedule, PLAN) as obs:
+        obs.completed()
+        view = obs.client_wire
+        arrivals = sorted(d.t_us for d in view.datagrams if not d.entered and d.direction == "s2c")
+        sends = sorted(((d.t_us, d) for d in view.datagrams if d.entered and d.direction == "c2s"), key=lambda s: s[0])
+        if not arrivals or not sends:
+            outcomes.not_exercised("no server datagram reached the client")
+        first = arrivals[0]
+        sample = first - sends[0][0]
+        if 4 * sample >= K_GRANULARITY_US:
+            outcomes.not_exercised(f"the client's RTT sample was {sample:.0f} µs: a period without the floor "
+                                   f"would not have expired before kGranularity either")
+        probe = next((t for t, d in sends if t > first and any(p.ack_eliciting for p in d.packets)), None)
+        if probe is None:
+            outcomes.not_exercised("the client sent nothing ack-eliciting after the server's first datagram")
+        if probe - first <= IMMEDIATE_US:
+            outcomes.not_exercised("the client answered the server's first datagram at once (its flight was "
+                                   "complete)")
+        if any(first < t < probe for t in arrivals):
+            outcomes.not_exercised("another server datagram reached the client before it probed")
+        base = max((t for t, d in sends if t < first and any(p.ack_eliciting for p in d.packets)),
+                   default=sends[0][0])
+        check(probe - base >= K_GRANULARITY_US, "pto-below-granularity", lambda: (
+            f"{target.id}: the server's first datagram reached the client {sample:.0f} µs after the client's first "
+            f"send (its one RTT sample); with the rest of the flight dropped and nothing else arriving, the client "
+            f"probed {probe - base:.0f} µs after its last ack-eliciting send ({probe - first:.0f} µs after that "
+            f"arrival); RFC 9002 §6.2.1: the PTO period MUST be at least kGranularity ({K_GRANULARITY_US} µs)"
+        ), wait_us=round(probe - base), sample_us=round(sample))

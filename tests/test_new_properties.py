@@ -1,8 +1,8 @@
 """The properties of properties/test_sending.py, test_pacing.py, test_recovery_rules.py,
 test_bytes_in_flight.py (its probe rule), test_pto.py (the amplification limit),
 test_window.py (the cut when recovery begins), test_slow_start.py (slow start at all),
-test_handshake.py, test_congestion_avoidance.py (CUBIC's clock) and test_reordering.py (the
-time threshold's floor) can fail: each one, run in virtual time on aioquic with a planted controller
+test_handshake.py (with the probe timeout's floor), test_congestion_avoidance.py (CUBIC's
+clock) and test_reordering.py (the time threshold's floor) can fail: each one, run in virtual time on aioquic with a planted controller
 (tests/mutants/), fails with its own deviation kind, while stock NewReno passes it.
 
 Slow: each case is a pytest run of one property (a few seconds of virtual time each,
@@ -53,6 +53,8 @@ CASES = [
      "tests.mutants.cubic_clock_through_idle:CubicClockThroughIdle", "cubic-clock-ran-while-idle"),
     ("properties/test_reordering.py::test_time_threshold_is_at_least_the_granularity",
      "tests.mutants.early_time_threshold:EarlyTimeThreshold", "loss-before-granularity"),
+    ("properties/test_handshake.py::test_handshake_probe_waits_at_least_the_granularity",
+     "tests.mutants.pto_without_granularity:PtoWithoutGranularity", "pto-below-granularity"),
 ]
 #: Rules of CUBIC alone: stock NewReno is not applicable to them, so stock CUBIC, whose
 #: verdict is given beside each (stock aioquic restarts its window after a pause, so

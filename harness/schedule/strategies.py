@@ -430,3 +430,13 @@ def sub_granularity_delays() -> st.SearchStrategy[Schedule]:
                       st.integers(min_value=6, max_value=160), SUB_MS_EXTRA)
     return st.builds(lambda b, seed, acts: b.schedule(seed, actions=sorted(acts, key=lambda a: a.index)),
                      SUB_MS_LINKS, seeds, st.lists(delay, min_size=1, max_size=12, unique_by=lambda a: a.index))
+
+
+@replayable
+def sub_ms_server_flights_lost() -> st.SearchStrategy[Schedule]:
+    """As `server_flights_lost`, on a link of 100-200 µs round trip at 1 Gbit/s: the
+    client's one RTT sample is so short that a probe timeout without its kGranularity
+    floor (§6.2.1) would expire in under a millisecond, counted from the client's
+    first send (four samples) as from the sample's arrival (three)."""
+    links = st.builds(BaseLink, rate_bps=st.just(1_000_000_000), rtt_us=st.sampled_from([100, 150, 200]))
+    return st.builds(server_flight_lost, links, seeds, st.integers(min_value=4, max_value=12))
