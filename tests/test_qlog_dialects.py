@@ -181,7 +181,7 @@ def test_unknown_stack_reads_as_standard_qlog(tmp_path):
 def test_derive_acks_is_the_first_covering_ack(sent, acks):
     """The derivation (which skips what is already acknowledged) against the plain
     definition: each sent pn is acked at the first ACK frame, in time order, covering it."""
-    from harness.observe.dialects._base import derive_acks
+    from harness.observe.dialects._acks import derive_acks
 
     frames = [(t, "application", [[lo, lo + n] for lo, n in ranges]) for t, ranges in acks]
     got, bad = derive_acks({"application": set(sent)}, frames)

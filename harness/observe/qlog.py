@@ -34,7 +34,7 @@ from typing import Any
 import msgspec
 
 from harness.observe.dialects import _fields
-from harness.observe.dialects._base import split_connections
+from harness.observe.dialects._connections import split_connections
 from harness.observe.events import Trace
 from harness.observe.netlog import is_netlog, read_netlog
 from harness.observe.qlog_doc import read_doc

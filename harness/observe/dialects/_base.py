@@ -13,17 +13,16 @@ one note; nothing raises out of `convert`.
 
 from __future__ import annotations
 
-import dataclasses
-import heapq
 import math
 from dataclasses import dataclass, field
-from itertools import repeat
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Callable, ClassVar
 
 from harness.observe import events as ev
 from harness.observe.dialects import _clock
+from harness.observe.dialects._acks import _derive_acks, _insert_at
+from harness.observe.dialects._make import _metrics, _sent
 
 #: qlog packet types / packet-number-space names → the model's spaces.
 SPACE_OF = {
@@ -39,39 +38,6 @@ STANDARD_STATES = {
     "slow_start": "SlowStart", "congestion_avoidance": "CongestionAvoidance", "recovery": "Recovery",
     "application_limited": "ApplicationLimited",
 }
-
-
-def _maker(cls: type[ev.Event]) -> Callable[[dict[str, Any]], ev.Event]:
-    """A constructor from a field dict that skips the frozen dataclass __init__ (one
-    object.__setattr__ per field made it 3× slower than the JSON parse of the event).
-    The result compares and hashes equal to cls(**fields). Falls back to the real
-    __init__ if the model ever gains slots or validation."""
-    if hasattr(cls, "__slots__") or hasattr(cls, "__post_init__"):
-        return lambda kw: cls(**kw)
-    new = object.__new__
-    fields = [f for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING]
-    if all(getattr(cls, f.name, dataclasses.MISSING) is f.default for f in fields):
-        # A dataclass keeps plain defaults as class attributes: an absent field reads
-        # its default from there, so only the given fields need storing.
-        def make(kw: dict[str, Any]) -> ev.Event:
-            obj = new(cls)
-            obj.__dict__.update(kw)
-            return obj
-
-        return make
-    defaults = {f.name: f.default for f in fields}
-
-    def make_with_defaults(kw: dict[str, Any]) -> ev.Event:
-        obj = new(cls)
-        d = obj.__dict__
-        d.update(defaults)
-        d.update(kw)
-        return obj
-
-    return make_with_defaults
-
-
-_sent, _metrics, _acked = _maker(ev.PacketSent), _maker(ev.Metrics), _maker(ev.PacketAcked)
 
 
 @dataclass
@@ -397,105 +363,3 @@ class Dialect:
         if w.skipped:
             out.append(f"{w.skipped} event(s) with missing or mistyped fields skipped")
         return out + w.extra_notes
-
-
-def _insert_at(events: list[ev.Event], inserts: list[tuple[int, ev.Event]]) -> list[ev.Event]:
-    """`events` with each (position, event) of `inserts` placed before events[position],
-    inserts at one position in their given order."""
-    inserts = sorted(inserts, key=lambda pe: pe[0])  # stable: keeps their order
-    out: list[ev.Event] = []
-    j = 0
-    for k, e in enumerate(events):
-        while j < len(inserts) and inserts[j][0] <= k:
-            out.append(inserts[j][1])
-            j += 1
-        out.append(e)
-    out += [e for _, e in inserts[j:]]
-    return out
-
-
-def derive_acks(sent: dict[str, set[int]],
-                acks: list[tuple[float, str, list[Any]]]) -> tuple[list[ev.PacketAcked], int]:
-    """A PacketAcked at the first ACK frame covering each sent packet number, and
-    the number of malformed ranges skipped."""
-    acked, bad = _derive_acks(sent, acks)
-    return [a for _, a in acked], bad
-
-
-def _derive_acks(sent: dict[str, set[int]],
-                 acks: list[tuple[float, str, list[Any]]]) -> tuple[list[tuple[int, ev.PacketAcked]], int]:
-    """derive_acks, each PacketAcked with the index in `acks` of the frame that acknowledged it."""
-    unacked = {space: set(pns) for space, pns in sent.items()}
-    # Outstanding pns as a heap (a sorted list is one), popped lazily: its top is the
-    # lowest unacked pn. ACK ranges re-report old packets in every frame; starting each
-    # range there keeps the work proportional to what is newly acknowledged.
-    lowest = {space: sorted(pns) for space, pns in unacked.items()}
-    out: list[tuple[int, ev.PacketAcked]] = []
-    bad = 0
-    for i, (t, space, ranges) in sorted(enumerate(acks), key=lambda ia: ia[1][0]):
-        pending = unacked.get(space)
-        if not pending:
-            continue
-        if not isinstance(ranges, list):
-            bad += 1
-            continue
-        heap = lowest[space]
-        for r in ranges:
-            try:
-                lo, hi = int(r[0]), int(r[-1])
-            except (TypeError, ValueError, IndexError, KeyError, OverflowError):
-                bad += 1
-                continue
-            while heap and heap[0] not in pending:
-                heapq.heappop(heap)
-            if not heap:
-                break
-            lo = max(lo, heap[0])
-            if lo > hi:
-                continue
-            if hi - lo < len(pending):
-                hit = [pn for pn in range(lo, hi + 1) if pn in pending]
-            else:  # a huge range: look only at what is outstanding
-                hit = sorted(pn for pn in pending if lo <= pn <= hi)
-            pending.difference_update(hit)
-            out += [(i, _acked({"t_us": t, "pn": pn, "space": space})) for pn in hit]
-    return out, bad
-
-
-def _group(e: dict[str, Any]) -> Any:
-    """The event's group_id, made hashable."""
-    g = e.get("group_id")
-    return g if g is None or isinstance(g, (str, int)) else str(g)
-
-
-def split_connections(raw: Any) -> list[Any]:
-    """A file whose events interleave several group_ids (connections) → one RawTrace each.
-
-    A group_id that merely changes once (quinn switches from the original DCID to the
-    peer's chosen CID after the first packets) is one connection, and only noted.
-    """
-    try:  # the common case, hashable ids; map() keeps the loop in C
-        groups_seen = set(map(dict.get, raw.events, repeat("group_id")))
-    except TypeError:
-        groups_seen = {_group(e) for e in raw.events}
-    if len(groups_seen) <= 1:
-        return [raw]
-    order: list[Any] = []
-    groups: dict[Any, list[dict[str, Any]]] = {}
-    interleaved = False
-    for e in raw.events:
-        g = _group(e)
-        if not order or order[-1] != g:
-            interleaved = interleaved or g in groups
-            order.append(g)
-        groups.setdefault(g, []).append(e)
-    if len(groups) <= 1:
-        return [raw]
-    if not interleaved:
-        raw.notes.append(f"{raw.source}: group_id changes within the trace ({' → '.join(map(str, order))}); "
-                         "read as one connection")
-        return [raw]
-    note = "{}: connection group_id={} of %d in the file" % len(groups)
-    return [dataclasses.replace(raw, meta={**raw.meta, "group_id": g}, events=evs,
-                                notes=list(raw.notes) + [note.format(raw.source, g)])
-            for g, evs in groups.items()]
