@@ -3,7 +3,8 @@ and collapses that must not happen early.
 
 RFC 9002 §6.1.2: "Once a later packet within the same packet number space has been
 acknowledged, an endpoint SHOULD declare an earlier packet lost if it was sent a
-threshold amount of time in the past" (9/8 · max(smoothed_rtt, latest_rtt)).
+threshold amount of time in the past" (9/8 · max(smoothed_rtt, latest_rtt)), by a
+timer where no acknowledgement comes in time.
 RFC 9002 §7.3.2: "The congestion window MUST be set to the reduced value of the slow
 start threshold before exiting the recovery period."
 RFC 9002 §7.4: "Endpoints MUST NOT ignore the loss of packets that were sent after the
@@ -160,6 +161,26 @@ def test_no_collapse_before_persistent_congestion(longlook, target, schedule):
             prev = c.t_us
 
 
+def _worst_delay_over_rtt(late) -> float:
+    """The latest declaration among `late` (pn, sent, deadline, declared, rtt, …), in
+    RTTs after its send; -1 when one was never declared, a case of its own."""
+    if any(d is None or not rtt for _, _, _, d, rtt, *_ in late):
+        return -1.0
+    return max(((d - t) / rtt for _, t, _, d, rtt, *_ in late), default=0.0)
+
+
+def _time_threshold_deadline(t_sent: float, t_later: float, rtts) -> tuple[float, float]:
+    """(when §6.1.2's time threshold declares a packet sent at `t_sent` lost, the RTT
+    it counts from): kTimeThreshold × the largest RTT the sender logged up to then
+    after the send, and no earlier than `t_later`, when a later packet was first
+    acknowledged."""
+    deadline, rtt = t_later, 0.0
+    for _ in range(2):  # the RTT logged up to the deadline sets the deadline
+        rtt = max([r for t, r in rtts if t <= deadline], default=0.0)
+        deadline = max(t_later, t_sent + K_TIME_THRESHOLD * rtt)
+    return deadline, rtt
+
+
 def _losses_to_judge(obs, trace, view):
     """What both loss-detection properties read: the sender's application packets'
     send times, when it first declared each lost, the ack-eliciting ones the link
@@ -202,10 +223,7 @@ def test_loss_declared_by_time_threshold(longlook, target, schedule):
             if not later:
                 continue  # nothing later acknowledged: a PTO's business (§6.2)
             t_sent, t_later = sent[pn], min(later)
-            deadline = t_later
-            for _ in range(2):  # the RTT logged up to the deadline sets the deadline
-                rtt = max([r for t, r in rtts if t <= deadline], default=0.0)
-                deadline = max(t_later, t_sent + K_TIME_THRESHOLD * rtt)
+            deadline, rtt = _time_threshold_deadline(t_sent, t_later, rtts)
             if deadline + TIMER_SLACK_US > end_of_trace:
                 continue
             judged += 1
@@ -223,6 +241,56 @@ def test_loss_declared_by_time_threshold(longlook, target, schedule):
             f"(9/8 × {first[4] / 1e3:.1f} ms), declared "
             + (f"at t={first[3] / 1e6:.4f} s" if first[3] is not None else "never")
         ), late=len(late), delay_over_rtt=((first[3] - first[1]) / first[4]) if first and first[3] and first[4] else -1.0)
+
+
+@example(schedule=BaseLink().schedule(0, actions=[Action("s2c", i, "drop", flow=QUIC) for i in range(24, 160, 7)]))
+@given(schedule=strategies.loss_only())
+def test_loss_timer_declares_without_a_further_ack(longlook, target, schedule):
+    """RFC 9002 §6.1.2: "If packets sent prior to the largest acknowledged packet
+    cannot yet be declared lost, then a timer SHOULD be set for the remaining time."
+    A dropped packet whose later packet was acknowledged at least kGranularity before
+    its time threshold expired (the deadline of test_loss_declared_by_time_threshold),
+    with no acknowledgement of anything new reaching the sender from the deadline to
+    TIMER_SLACK_US past it: nothing but that timer can declare it then, and it must be
+    declared by that time, not at the next acknowledgement or probe timeout. The tails
+    of small objects fetched one after another leave such packets. Trigger: one such
+    packet."""
+    outcomes.require(target, "packet_lost")
+    outcomes.require(target, "smoothed_rtt")  # the deadline is the sender's own RTT's
+    with longlook.run(target, schedule, TAILS_PLAN) as obs:
+        obs.completed()
+        trace, view = obs.sender, obs.wire
+        sent, declared, pns, acks, rtts = _losses_to_judge(obs, trace, view)
+        end_of_trace = trace.events[-1].t_us
+        arrivals = sorted(t for t, _ in acks)
+        waited, late = 0, []
+        for pn in pns:
+            later = [t for t, q in acks if q > pn]
+            if not later:
+                continue  # nothing later acknowledged: a PTO's business (§6.2)
+            t_later = min(later)
+            deadline, rtt = _time_threshold_deadline(sent[pn], t_later, rtts)
+            if deadline - t_later < K_GRANULARITY_US or deadline + TIMER_SLACK_US > end_of_trace:
+                continue  # the acknowledgement itself could declare it, or the trace ends first
+            k = bisect.bisect_left(arrivals, deadline)
+            next_ack = arrivals[k] if k < len(arrivals) else float("inf")
+            if next_ack <= deadline + TIMER_SLACK_US:
+                continue  # an acknowledgement arrived in time to declare it
+            waited += 1
+            t_decl = declared.get(pn)
+            if t_decl is None or t_decl > deadline + TIMER_SLACK_US:
+                late.append((pn, sent[pn], deadline, t_decl, rtt, next_ack))
+        if not waited:
+            outcomes.not_exercised("no dropped packet was left for the loss timer (a later packet acknowledged "
+                                   "before its time threshold, and no acknowledgement near the threshold)")
+        first = late[0] if late else None
+        check(not late, "loss-timer-not-set", lambda: (
+            f"{target.id}: {len(late)} of {waited} dropped packets left for the loss timer were not declared lost "
+            f"when their time threshold expired; first: pn {first[0]} sent at t={first[1] / 1e6:.4f} s, "
+            f"threshold t={first[2] / 1e6:.4f} s (9/8 × {first[4] / 1e3:.1f} ms), no new acknowledgement until "
+            + (f"t={first[5] / 1e6:.4f} s" if first[5] != float("inf") else "the end")
+            + ", declared " + (f"at t={first[3] / 1e6:.4f} s" if first[3] is not None else "never")
+        ), late=len(late), delay_over_rtt=_worst_delay_over_rtt(late))
 
 
 @example(schedule=BaseLink().schedule(0, actions=[Action("s2c", i, "drop", flow=QUIC) for i in range(24, 160, 7)]))

@@ -1,4 +1,5 @@
-"""The properties of properties/test_sending.py, test_pacing.py, test_recovery_rules.py,
+"""The properties of properties/test_sending.py, test_pacing.py, test_recovery_rules.py (with
+the loss timer),
 test_bytes_in_flight.py (its probe rule), test_pto.py (the amplification limit),
 test_window.py (the cut when recovery begins), test_slow_start.py (slow start at all),
 test_handshake.py (with the probe timeout's floor), test_congestion_avoidance.py (CUBIC's
@@ -55,6 +56,8 @@ CASES = [
      "tests.mutants.early_time_threshold:EarlyTimeThreshold", "loss-before-granularity"),
     ("properties/test_handshake.py::test_handshake_probe_waits_at_least_the_granularity",
      "tests.mutants.pto_without_granularity:PtoWithoutGranularity", "pto-below-granularity"),
+    ("properties/test_recovery_rules.py::test_loss_timer_declares_without_a_further_ack",
+     "tests.mutants.no_loss_timer:NoLossTimer", "loss-timer-not-set"),
 ]
 #: Rules of CUBIC alone: stock NewReno is not applicable to them, so stock CUBIC, whose
 #: verdict is given beside each (stock aioquic restarts its window after a pause, so
