@@ -496,9 +496,13 @@ def test_a_skip_in_an_explicit_example_keeps_the_propertys_reason_only():
 
     from harness.results.record import outcome_of
 
+    from harness.verdict.outcomes import settle
+
     note = ("not applicable: a rule of the bbr family; cubic is cubic\nFailing explicit example: "
             "test_x(\n    longlook=<harness.verdict.runner.Runner object at 0x7f>,\n)")
-    report = SimpleNamespace(skipped=True, passed=False, when="call", longrepr=("f.py", 1, "Skipped: " + note))
+    report = SimpleNamespace(skipped=True, passed=False, failed=False, when="call",
+                             longrepr=("f.py", 1, "Skipped: " + note), sections=[])
+    settle(report, SimpleNamespace(excinfo=None), None, None)  # as the plugin does before the record
     assert outcome_of(report) == ("skipped", "not applicable: a rule of the bbr family; cubic is cubic")
     # The verdict text too: the skip's exception would repeat the note.
     from harness.results.record import verdict_text

@@ -114,9 +114,9 @@ def finding_id(reason: str | None) -> str | None:
 def _skip_reason(report) -> str:
     lr = report.longrepr
     text = lr[2] if isinstance(lr, tuple) and len(lr) == 3 else str(lr or "")
-    # A skip raised in an explicit @example carries Hypothesis' note naming the
-    # example (its arguments' reprs); the reason is what the property said.
-    return text.removeprefix("Skipped: ").split("\nFailing explicit example", 1)[0].rstrip()
+    # Hypothesis' note on a skip raised in an explicit @example is already gone:
+    # harness.verdict.outcomes.settle keeps the property's reason alone.
+    return text.removeprefix("Skipped: ")
 
 
 def leaves(exc: BaseException) -> list[BaseException]:
