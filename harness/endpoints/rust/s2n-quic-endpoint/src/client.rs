@@ -63,6 +63,10 @@ pub async fn fetch_all(setup: Arc<Setup>) -> Result<(), Failure> {
 
     let result = run_testcase(&setup, conn.handle()).await;
     if result.is_ok() {
+        // A PING carries our pending ACK at once: left to the delayed-ACK timer
+        // (max_ack_delay, 25 ms) it can still be waiting when the linger ends, and the
+        // server's last response would close unacknowledged.
+        let _ = conn.ping();
         tokio::time::sleep(linger(rtt)).await;
     }
     conn.close(0u32.into());
