@@ -14,7 +14,7 @@ from __future__ import annotations
 from hypothesis import example, given
 
 from harness.rfc import K_GRANULARITY_US
-from harness.schedule import TransferPlan, strategies
+from harness.schedule import TransferPlan, handshake
 from harness.schedule.strategies import BaseLink
 from harness.verdict import analysis, outcomes
 from harness.verdict.deviation import check
@@ -31,8 +31,8 @@ DEADLOCK_BOUND_US = 2_000_000
 ANSWER_US = 20_000
 
 
-@example(schedule=strategies.server_flight_lost(BaseLink(), 0, 8))
-@given(schedule=strategies.server_flights_lost())
+@example(schedule=handshake.server_flight_lost(BaseLink(), 0, 8))
+@given(schedule=handshake.server_flights_lost())
 def test_client_breaks_an_amplification_deadlock(longlook, target, schedule):
     """RFC 9002 §6.2.2.1, read off the client side's capture: the server's datagrams
     after its first are dropped, so the client's Initial is acknowledged, none of its
@@ -81,8 +81,8 @@ FLIGHT_US = 10_000
 FIRST_PTO_PLAN = TransferPlan(sizes=(50_000,))
 
 
-@example(schedule=strategies.client_first_flight_lost(BaseLink(), 0))
-@given(schedule=strategies.client_first_flights_lost())
+@example(schedule=handshake.client_first_flight_lost(BaseLink(), 0))
+@given(schedule=handshake.client_first_flights_lost())
 def test_first_probe_uses_an_initial_rtt_of_333_ms(longlook, target, schedule):
     """RFC 9002 §6.2.2: "When no previous RTT is available, the initial RTT SHOULD be
     set to 333 milliseconds. This results in handshakes starting with a PTO of 1
@@ -122,8 +122,8 @@ def test_first_probe_uses_an_initial_rtt_of_333_ms(longlook, target, schedule):
 IMMEDIATE_US = 150
 
 
-@example(schedule=strategies.server_flight_lost(BaseLink(rate_bps=1_000_000_000, rtt_us=200), 0, 8))
-@given(schedule=strategies.sub_ms_server_flights_lost())
+@example(schedule=handshake.server_flight_lost(BaseLink(rate_bps=1_000_000_000, rtt_us=200), 0, 8))
+@given(schedule=handshake.sub_ms_server_flights_lost())
 def test_handshake_probe_waits_at_least_the_granularity(longlook, target, schedule):
     """RFC 9002 §6.2.1: "The PTO period MUST be at least kGranularity to avoid the
     timer expiring immediately." On a link of 100-200 µs round trip the server's first

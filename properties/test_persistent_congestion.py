@@ -1,9 +1,13 @@
-"""Persistent congestion collapses the window.
+"""Persistent congestion collapses the window, and only losses after an RTT sample
+establish it.
 
 RFC 9002 §7.6: when every ack-eliciting packet sent over a period longer than the
 persistent congestion duration, (smoothed_rtt + max(4·rttvar, kGranularity) +
 max_ack_delay) × kPersistentCongestionThreshold (3), is lost, the sender reduces its
 congestion window to kMinimumWindow (2 × max_datagram_size) (§7.6.2).
+RFC 9002 §7.6.2: "The persistent congestion period SHOULD NOT start until there is at
+least one RTT sample." Before it, the probe timer runs on the initial RTT (333 ms), so
+a few probes already span a duration the first sample makes short.
 """
 
 from __future__ import annotations
@@ -11,10 +15,11 @@ from __future__ import annotations
 from hypothesis import example, given
 
 from harness.observe.events import Metrics, PacketSent
-from harness.schedule import TransferPlan, strategies
+from harness.schedule import TransferPlan, handshake, strategies
 from harness.schedule.strategies import BaseLink
-from harness.verdict import analysis, outcomes
+from harness.verdict import analysis, blackhole, outcomes
 from harness.verdict.deviation import check
+from harness.verdict.runner import HarnessError
 
 PLAN = TransferPlan(sizes=(2_000_000,))
 #: max_ack_delay a peer may advertise by default (RFC 9000 §18.2), µs.
@@ -68,3 +73,59 @@ def test_persistent_congestion_collapses_window(longlook, target, schedule):
             f"{start_us / 1e6:.3f} s was {lowest[1] if lowest else None} bytes"
             f"{f' at t={lowest[0] / 1e6:.3f} s' if lowest else ''}; kMinimumWindow is {2 * mss}"
         ), lowest_over_mss=lowest[1] / mss if lowest else -1.0)
+
+
+def _first_sample_us(trace, end_us: float) -> float | None:
+    """The sender's first RTT sample after the dark (µs): the first smoothed RTT it
+    logged after `end_us` that differs from the last one before (its initial RTT, if
+    it logs that), or that record's latest RTT if larger; None if it logged none."""
+    initial = None
+    for m in trace.of(Metrics):
+        if m.t_us < end_us:
+            initial = m.smoothed_rtt_us if m.smoothed_rtt_us is not None else initial
+        elif m.smoothed_rtt_us is not None and m.smoothed_rtt_us != initial:
+            return max(m.smoothed_rtt_us, m.latest_rtt_us or 0.0)
+    return None
+
+
+#: A transfer long enough to leave slow start's first rounds after the handshake.
+HANDSHAKE_PLAN = TransferPlan(sizes=(300_000,))
+
+
+@example(schedule=handshake.server_dark_from_start(BaseLink(rtt_us=40_000), 0, 2_500))
+@given(schedule=handshake.server_dark_handshakes())
+def test_no_collapse_from_losses_before_the_first_rtt_sample(longlook, target, schedule):
+    """RFC 9002 §7.6.2, SHOULD: the server's direction drops everything from the
+    start for 1.2-3.5 s, so every datagram the server loses leaves before its first RTT
+    sample (none reached the client to be acknowledged). When they are declared lost,
+    on the clean link after, the window must not collapse to kMinimumWindow (a cut of
+    `blackhole.collapses`). Trigger: two of the dropped datagrams held ack-eliciting
+    packets further apart than the persistent congestion duration the sender's first
+    RTT sample gives (with rttvar = sample / 2 and max_ack_delay's 25 ms, the longest
+    after a sample), so a sender counting them would establish persistent congestion."""
+    outcomes.require(target, "congestion_window")
+    with longlook.run(target, schedule, HANDSHAKE_PLAN, timeout_s=60) as obs:
+        obs.completed()
+        end_us = schedule.phases[1].start_us
+        records = sorted((r for r in obs.transfer_records() if r.fate != "duplicate"), key=lambda r: r.arr_us)
+        early = [r for r in records if r.fate != "dropped" and r.arr_us < end_us]
+        if early:
+            raise HarnessError(f"{target.id}: the link delivered a server datagram at t={early[0].arr_us / 1e6:.3f} s, "
+                                 f"inside the dark that ends at {end_us / 1e6:.3f} s (the schedule was not applied)")
+        span = analysis.longest_dropped_span(records, blackhole.ack_eliciting_by_link_index(obs), float("-inf"), end_us)
+        trace = obs.sender
+        sample = _first_sample_us(trace, end_us) or 2 * (schedule.phases[0].c2s.delay_us or 0)
+        # At the first sample smoothed_rtt = sample and rttvar = sample / 2 (§5.3), the
+        # longest duration any later estimate gives on this clean link.
+        duration = 3 * (sample + max(2 * sample, 1000) + MAX_ACK_DELAY_US)
+        if span <= duration:
+            outcomes.not_exercised(f"the server's dropped ack-eliciting datagrams span {span / 1e3:.0f} ms, within the "
+                                   f"persistent congestion duration its first sample gives ({duration / 1e3:.0f} ms)")
+        mss = analysis.max_datagram(trace)
+        cuts = blackhole.collapses(trace, target.cc.family)
+        check(not cuts, "collapse-before-rtt-sample", lambda: (
+            f"{target.id}: {cuts[0].describe()}, a collapse to kMinimumWindow ({2 * mss} B), after a dark that ended "
+            f"at {end_us / 1e6:.3f} s: the server's only losses were sent before its first RTT sample (they span "
+            f"{span / 1e3:.0f} ms, the persistent congestion duration by its first sample is {duration / 1e3:.0f} ms); "
+            f"RFC 9002 §7.6.2: the period SHOULD NOT start until there is at least one RTT sample"
+        ), span_over_duration=span / duration)

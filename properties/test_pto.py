@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from harness.observe.events import Metrics, PacketSent
 from harness.observe.quic_frames import NOT_ACK_ELICITING
 from harness.rfc import K_GRANULARITY_US
-from harness.schedule import TransferPlan, strategies
+from harness.schedule import TransferPlan, handshake, strategies
 from harness.schedule.strategies import BaseLink
 from harness.verdict import analysis, outcomes
 from harness.verdict.deviation import check
@@ -227,8 +227,8 @@ def handshake_probe_wait(view, period_at) -> tuple[float, float] | None:
     return None
 
 
-@example(schedule=strategies.handshake_held_back(BaseLink(rtt_us=10_000), 0, 6))
-@given(schedule=strategies.handshake_losses())
+@example(schedule=handshake.handshake_held_back(BaseLink(rtt_us=10_000), 0, 6))
+@given(schedule=handshake.handshake_losses())
 def test_handshake_probes_leave_max_ack_delay_out(longlook, target, schedule):
     """RFC 9002 §6.2.1: "When the PTO is armed for Initial or Handshake packet number
     spaces, the max_ack_delay in the PTO period computation is set to 0, since the
@@ -283,8 +283,8 @@ AMPLIFICATION_FACTOR = 3
 FULL_DATAGRAM = 1200
 
 
-@example(schedule=strategies.handshake_delayed(BaseLink(rtt_us=10_000), 0, 3_000))
-@given(schedule=strategies.handshake_delays())
+@example(schedule=handshake.handshake_delayed(BaseLink(rtt_us=10_000), 0, 3_000))
+@given(schedule=handshake.handshake_delays())
 def test_server_stays_within_the_amplification_limit(longlook, target, schedule):
     """RFC 9002 §6.2.2.1: "If no additional data can be sent, the server's PTO timer
     MUST NOT be armed until datagrams have been received from the client", and the
@@ -358,8 +358,8 @@ def first_request(sends) -> int | None:
     return None
 
 
-@example(schedule=strategies.handshake_delayed(BaseLink(rtt_us=10_000), 0, 3_000))
-@given(schedule=strategies.handshake_delays())
+@example(schedule=handshake.handshake_delayed(BaseLink(rtt_us=10_000), 0, 3_000))
+@given(schedule=handshake.handshake_delays())
 def test_client_probes_carry_handshake_packets(longlook, target, schedule):
     """RFC 9002 §6.2.2.1: "When the PTO fires, the client MUST send a Handshake packet
     if it has Handshake keys, otherwise it MUST send an Initial packet in a UDP datagram

@@ -27,7 +27,7 @@ from harness.rfc import K_GRANULARITY_US, K_PACKET_THRESHOLD, K_TIME_THRESHOLD
 from harness.schedule import TransferPlan, strategies
 from harness.schedule.strategies import QUIC, BaseLink
 from harness.schedule.types import Action
-from harness.verdict import analysis, outcomes
+from harness.verdict import analysis, blackhole, outcomes
 from harness.verdict.bounds import BETA
 from harness.verdict.deviation import check
 
@@ -133,19 +133,11 @@ def test_no_collapse_before_persistent_congestion(longlook, target, schedule):
         records = sorted((r for r in obs.transfer_records() if r.fate != "duplicate"), key=lambda r: r.arr_us)
         if not any(r.fate == "dropped" for r in records):
             outcomes.not_exercised("the link dropped no datagram of the transfer")
-        # A collapse: a cut to about kMinimumWindow deeper than any multiplicative
-        # decrease (β·cwnd, or for CUBIC β·bytes in flight, RFC 9438 §4.6) explains.
-        beta = BETA.get(target.cc.family) or 0.5
-        collapses = [c for c in analysis.reductions(trace) if c.after <= 3 * mss and c.before >= 8 * mss
-                     and c.after < min(beta * c.before, beta * (c.bytes_in_flight or c.before)
-                                       if target.cc.family == "cubic" else beta * c.before) - mss]
+        collapses = blackhole.collapses(trace, target.cc.family)
         estimates = [(m.t_us, m.smoothed_rtt_us, m.rtt_variance_us) for m in trace.of(Metrics)
                      if m.smoothed_rtt_us is not None]
         base = 2 * (schedule.phases[0].s2c.delay_us or 0)
-        # Which dropped datagrams held an ack-eliciting packet (decrypted capture): only
-        # those may bound the period.
-        eliciting = {d.link_idx: any(p.ack_eliciting for p in d.packets) for d in obs.wire.datagrams
-                     if d.entered and d.direction == "s2c" and d.link_idx is not None} if collapses else {}
+        eliciting = blackhole.ack_eliciting_by_link_index(obs) if collapses else {}
         prev = float("-inf")
         for c in collapses:
             srtt, var = next(((s, v) for t, s, v in reversed(estimates) if t < c.t_us), (base, 0.0))

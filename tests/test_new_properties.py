@@ -2,7 +2,8 @@
 the loss timer),
 test_bytes_in_flight.py (its probe rule), test_pto.py (the amplification limit),
 test_window.py (the cut when recovery begins), test_slow_start.py (slow start at all),
-test_handshake.py (with the probe timeout's floor), test_congestion_avoidance.py (CUBIC's
+test_handshake.py (with the probe timeout's floor), test_persistent_congestion.py (losses
+before the first RTT sample), test_congestion_avoidance.py (CUBIC's
 clock) and test_reordering.py (the time threshold's floor) can fail: each one, run in virtual time on aioquic with a planted controller
 (tests/mutants/), fails with its own deviation kind, while stock NewReno passes it.
 
@@ -58,6 +59,8 @@ CASES = [
      "tests.mutants.pto_without_granularity:PtoWithoutGranularity", "pto-below-granularity"),
     ("properties/test_recovery_rules.py::test_loss_timer_declares_without_a_further_ack",
      "tests.mutants.no_loss_timer:NoLossTimer", "loss-timer-not-set"),
+    ("properties/test_persistent_congestion.py::test_no_collapse_from_losses_before_the_first_rtt_sample",
+     "tests.mutants.pc_before_first_sample:PcBeforeFirstSample", "collapse-before-rtt-sample"),
 ]
 #: Rules of CUBIC alone: stock NewReno is not applicable to them, so stock CUBIC, whose
 #: verdict is given beside each (stock aioquic restarts its window after a pause, so

@@ -164,9 +164,18 @@ def test_read_log_rejects_non_json(tmp_path):
 
 
 def test_the_client_first_flight_schedule_drops_its_first_two_quic_datagrams():
-    from harness.schedule import strategies
+    from harness.schedule import handshake, strategies
 
-    s = strategies.client_first_flight_lost(strategies.BaseLink(), 3)
+    s = handshake.client_first_flight_lost(strategies.BaseLink(), 3)
     assert [(a.dir, a.index, a.action, a.flow.proto) for a in s.actions] == [("c2s", 0, "drop", "udp"),
                                                                             ("c2s", 1, "drop", "udp")]
     assert s.phases[0].c2s.loss is None and s.phases[0].s2c.blackhole is None
+
+
+def test_the_server_dark_handshake_drops_the_server_direction_from_the_start_then_clears():
+    from harness.schedule import handshake, strategies
+
+    s = handshake.server_dark_from_start(strategies.BaseLink(rtt_us=10_000), 7, 1_500)
+    assert [(p.start_us, p.c2s.blackhole, p.s2c.blackhole) for p in s.phases] == [(0, None, True),
+                                                                                  (1_500_000, None, None)]
+    assert s.phases[0].s2c.delay_us == 5_000 and not s.actions

@@ -301,60 +301,6 @@ def clean(base: BaseLink | None = None) -> st.SearchStrategy[Schedule]:
     return st.builds(lambda b, seed: b.schedule(seed), st.just(base) if base else base_links, seeds)
 
 
-def handshake_held_back(base: BaseLink, seed: int, drops: int) -> Schedule:
-    """A clean link that drops the client's datagrams after its first (its Initial):
-    the one carrying its Finished and the next `drops - 1`, so the client's Handshake
-    flight is retransmitted on its own probe timer."""
-    return base.schedule(seed, actions=[Action("c2s", i, "drop") for i in range(1, drops + 1)])
-
-
-#: Client datagrams after its first that handshake_delayed holds back: more than any
-#: stack sends while its handshake waits (its ACKs, its Finished, its probes).
-HANDSHAKE_DELAYED_DATAGRAMS = 60
-
-
-def handshake_delayed(base: BaseLink, seed: int, delay_ms: int) -> Schedule:
-    """A clean link that delays every client datagram after its first (its Initial) by
-    `delay_ms`: for that long the server has heard only the Initial, whatever the
-    client's probe timer does (dropping them instead would make the wait the client's
-    backoff: seconds on one stack, minutes on another), so the server's own
-    retransmissions meet its anti-amplification limit."""
-    return base.schedule(seed, actions=[Action("c2s", i, "delay", flow=QUIC, extra_us=delay_ms * 1_000)
-                                        for i in range(1, HANDSHAKE_DELAYED_DATAGRAMS + 1)])
-
-
-@replayable
-def handshake_delays() -> st.SearchStrategy[Schedule]:
-    """The client's datagrams after its Initial held back 1.5 to 4 s, over 10–40 ms RTTs:
-    long enough for a server's PTO (about 1 s before any RTT sample) to fire twice."""
-    return st.builds(handshake_delayed, st.builds(BaseLink, rtt_us=st.sampled_from([10_000, 20_000, 40_000])), seeds,
-                     st.integers(min_value=1_500, max_value=4_000))
-
-
-@replayable
-def handshake_losses() -> st.SearchStrategy[Schedule]:
-    """The client's Handshake flight lost several times over a short path (6–10 ms
-    RTT, where max_ack_delay's 25 ms would be most of a probe timeout)."""
-    return st.builds(handshake_held_back, st.builds(BaseLink, rtt_us=st.sampled_from([6_000, 10_000])), seeds,
-                     st.integers(min_value=3, max_value=8))
-
-
-def server_flight_lost(base: BaseLink, seed: int, drops: int) -> Schedule:
-    """A clean link that delivers the server's first datagram (its Initial, which
-    acknowledges the client's) and drops the next `drops`: the rest of its first flight
-    and its retransmissions. The client then has nothing in flight and no Handshake
-    packet acknowledged, and a server at its anti-amplification limit cannot resend."""
-    return base.schedule(seed, actions=[Action("s2c", i, "drop", flow=QUIC) for i in range(1, drops + 1)])
-
-
-@replayable
-def server_flights_lost() -> st.SearchStrategy[Schedule]:
-    """The server's first flight after its first datagram lost, and 4 to 12 datagrams
-    more, over 10-80 ms RTTs."""
-    return st.builds(server_flight_lost, st.builds(BaseLink, rtt_us=st.sampled_from([10_000, 40_000, 80_000])), seeds,
-                     st.integers(min_value=4, max_value=12))
-
-
 def ce_marked(base: BaseLink, seed: int, indices: list[int]) -> Schedule:
     """A clean link with a deep queue (a 1 MB transfer's slow start overflows none, so
     no loss stands in for the marks) on which the QUIC flow's data datagrams at
@@ -392,24 +338,6 @@ def ce_storms() -> st.SearchStrategy[Schedule]:
                      seeds, st.integers(min_value=400, max_value=800), st.integers(min_value=2000, max_value=4000))
 
 
-#: How many of the client's first datagrams client_first_flight_lost drops: a first
-#: flight of one or two (a ClientHello with a post-quantum key share spans two).
-FIRST_FLIGHT_DROPS = 2
-
-
-def client_first_flight_lost(base: BaseLink, seed: int) -> Schedule:
-    """A clean link that drops the client's first FIRST_FLIGHT_DROPS datagrams: the
-    server hears nothing, so the client's first probe leaves on a PTO computed from its
-    initial RTT alone (RFC 9002 §6.2.2)."""
-    return base.schedule(seed, actions=[Action("c2s", i, "drop", flow=QUIC) for i in range(FIRST_FLIGHT_DROPS)])
-
-
-@replayable
-def client_first_flights_lost() -> st.SearchStrategy[Schedule]:
-    """client_first_flight_lost on the base links (the RTT plays no part: there is no sample)."""
-    return st.builds(client_first_flight_lost, base_links, seeds)
-
-
 #: A link whose round trip is far below kGranularity (1 ms, RFC 9002 §6.1.2): 1 Gbit/s
 #: (a 1500-byte datagram in 12 µs, so a small object's flight queues for well under a
 #: millisecond) and 100–300 µs of propagation.
@@ -430,13 +358,3 @@ def sub_granularity_delays() -> st.SearchStrategy[Schedule]:
                       st.integers(min_value=6, max_value=160), SUB_MS_EXTRA)
     return st.builds(lambda b, seed, acts: b.schedule(seed, actions=sorted(acts, key=lambda a: a.index)),
                      SUB_MS_LINKS, seeds, st.lists(delay, min_size=1, max_size=12, unique_by=lambda a: a.index))
-
-
-@replayable
-def sub_ms_server_flights_lost() -> st.SearchStrategy[Schedule]:
-    """As `server_flights_lost`, on a link of 100-200 µs round trip at 1 Gbit/s: the
-    client's one RTT sample is so short that a probe timeout without its kGranularity
-    floor (§6.2.1) would expire in under a millisecond, counted from the client's
-    first send (four samples) as from the sample's arrival (three)."""
-    links = st.builds(BaseLink, rate_bps=st.just(1_000_000_000), rtt_us=st.sampled_from([100, 150, 200]))
-    return st.builds(server_flight_lost, links, seeds, st.integers(min_value=4, max_value=12))

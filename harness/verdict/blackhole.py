@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 
 from harness.verdict import analysis, outcomes
+from harness.verdict.bounds import BETA
 
 #: A server answers a client datagram within the client's max_ack_delay (25 ms by
 #: default, RFC 9000 §18.2), plus the timer's granularity: a non-eliciting datagram
@@ -80,3 +81,27 @@ def dark_tail(records) -> tuple[float, int] | None:
             dropped += 1
             since = r.arr_us
     return (since, dropped) if dropped >= DARK_TAIL_DROPS else None
+
+
+def collapses(trace, family: str) -> list[analysis.Reduction]:
+    """The window's cuts to about kMinimumWindow (RFC 9002 §7.6.2's persistent
+    congestion): from at least 8 datagrams to at most 3, deeper than any multiplicative
+    decrease explains (β·cwnd, or for CUBIC β·bytes in flight, RFC 9438 §4.6), with a
+    datagram of slack."""
+    mss = analysis.max_datagram(trace)
+    beta = BETA.get(family) or 0.5
+
+    def decrease(c) -> float:
+        return min(beta * c.before, beta * (c.bytes_in_flight or c.before)) if family == "cubic" else beta * c.before
+
+    return [c for c in analysis.reductions(trace) if c.after <= 3 * mss and c.before >= 8 * mss
+            and c.after < decrease(c) - mss]
+
+
+def ack_eliciting_by_link_index(obs) -> dict[int, bool]:
+    """For each server datagram the sender-side capture saw enter the link, by its
+    index in the link's log: whether it held an ack-eliciting packet (decrypted). Only
+    those may bound a persistent congestion period (§7.6.2: "These two packets MUST be
+    ack-eliciting")."""
+    return {d.link_idx: any(p.ack_eliciting for p in d.packets) for d in obs.wire.datagrams
+            if d.entered and d.direction == "s2c" and d.link_idx is not None}
