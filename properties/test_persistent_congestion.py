@@ -129,3 +129,58 @@ def test_no_collapse_from_losses_before_the_first_rtt_sample(longlook, target, s
             f"{span / 1e3:.0f} ms, the persistent congestion duration by its first sample is {duration / 1e3:.0f} ms); "
             f"RFC 9002 §7.6.2: the period SHOULD NOT start until there is at least one RTT sample"
         ), span_over_duration=span / duration)
+
+
+#: A min_rtt this far above the old one (a fraction of the extra path delay) has been
+#: reset: every sample after the outage exceeds the old min_rtt by the whole extra.
+RESET_FRACTION = 0.5
+
+
+@example(schedule=strategies.dark_then_longer(BaseLink(), 0, 600, 1500, 40))
+@given(schedule=strategies.blackholes_then_longer())
+def test_min_rtt_resets_after_persistent_congestion(longlook, target, schedule):
+    """RFC 9002 §5.2: "Endpoints SHOULD set the min_rtt to the newest RTT sample after
+    persistent congestion is established." The data direction goes dark long enough
+    for persistent congestion and comes back over a path 20-60 ms longer, so every RTT
+    sample after the outage exceeds the min_rtt before it by that much. The min_rtt the
+    sender logs last must sit above the one it logged before the collapse by at least
+    half the extra delay (it would stay where it was without the reset). Trigger: the
+    sender cut its window from at least 8 datagrams to at most 3 once the outage was
+    over (persistent congestion established) and logged an RTT estimate after it."""
+    outcomes.require(target, "congestion_window")
+    outcomes.require(target, "min_rtt")
+    # Whether the sender collapses at all is its habit more than the schedule's doing
+    # (several stacks never do, docs/findings.md): a rare trigger.
+    with outcomes.rare_trigger(), longlook.run(target, schedule, PLAN, timeout_s=60) as obs:
+        obs.completed()
+        trace = obs.sender
+        dark_from = schedule.phases[1].start_us
+        # Persistent congestion established: the window cut to about kMinimumWindow
+        # once acknowledgements came back after an outage longer than its duration
+        # (§7.6.2 declares it on the acknowledgement that shows the losses). A cut
+        # inside the outage is a timer's (picoquic's RTO-like collapse, F83), not it.
+        mss = analysis.max_datagram(trace)
+        light_from = schedule.phases[2].start_us
+        cuts = [c for c in analysis.reductions(trace) if c.t_us >= light_from and c.after <= 3 * mss
+                and c.before >= 8 * mss]
+        if not cuts:
+            outcomes.not_exercised("the sender established no persistent congestion (no collapse to kMinimumWindow "
+                                   "once the outage was over)")
+        at = cuts[0].t_us
+        metrics = trace.of(Metrics)
+        before = [m.min_rtt_us for m in metrics if m.min_rtt_us is not None and m.t_us < dark_from]
+        after = [m for m in metrics if m.t_us > at]
+        if not before or not any(m.latest_rtt_us is not None or m.smoothed_rtt_us is not None for m in after):
+            outcomes.not_exercised("the sender logged no min_rtt before the outage, or no RTT estimate after the collapse")
+        # The last min_rtt logged at all: a stack that logs only what changed (quinn)
+        # logs no new one when it keeps the old.
+        last = next((m.min_rtt_us for m in reversed(metrics) if m.min_rtt_us is not None), None)
+        extra_us = (schedule.phases[2].s2c.delay_us + schedule.phases[2].c2s.delay_us
+                    - schedule.phases[0].s2c.delay_us - schedule.phases[0].c2s.delay_us)
+        old = before[-1]
+        check(last is not None and last >= old + RESET_FRACTION * extra_us, "min-rtt-not-reset", lambda: (
+            f"{target.id}: after persistent congestion ({cuts[0].describe()}) the path came back "
+            f"{extra_us / 1e3:.0f} ms longer, yet the last min_rtt logged is "
+            f"{'none' if last is None else f'{last / 1e3:.1f} ms'}, against {old / 1e3:.1f} ms before the outage: "
+            f"not reset to a sample taken after it (RFC 9002 §5.2)"
+        ), min_rtt_rise_over_extra=((last or 0) - old) / extra_us)

@@ -3,7 +3,8 @@ the loss timer),
 test_bytes_in_flight.py (its probe rule), test_pto.py (the amplification limit),
 test_window.py (the cut when recovery begins), test_slow_start.py (slow start at all),
 test_handshake.py (with the probe timeout's floor), test_persistent_congestion.py (losses
-before the first RTT sample), test_congestion_avoidance.py (CUBIC's
+before the first RTT sample; min_rtt's reset, which stock aioquic lacks and a planted
+fix passes), test_congestion_avoidance.py (CUBIC's
 clock) and test_reordering.py (the time threshold's floor) can fail: each one, run in virtual time on aioquic with a planted controller
 (tests/mutants/), fails with its own deviation kind, while stock NewReno passes it.
 
@@ -94,7 +95,13 @@ def test_the_mutant_fails_the_property_with_its_kind(node, mutant, kind, tmp_pat
 
 #: Properties stock aioquic fails by a recorded finding: its case xfails, and the
 #: mutant's different failure above still fails the run.
-STOCK_FINDINGS = {"properties/test_pacing.py::test_bursts_stay_within_the_initial_window": "F40"}
+STOCK_FINDINGS = {"properties/test_pacing.py::test_bursts_stay_within_the_initial_window": "F40",
+                  "properties/test_persistent_congestion.py::test_min_rtt_resets_after_persistent_congestion": "F84"}
+#: Rules stock aioquic breaks (a recorded finding above) with no mutant to break them
+#: further: aioquic with the rule planted in (tests/mutants/) passes, judged, which
+#: shows the property can pass as well as fail.
+PLANTED_FIXES = {"properties/test_persistent_congestion.py::test_min_rtt_resets_after_persistent_congestion":
+                 "tests.mutants.min_rtt_reset_after_pc:MinRttResetAfterPc"}
 
 
 @pytest.mark.slow
@@ -112,11 +119,19 @@ def test_stock_newreno_passes_the_property(node, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("node", sorted(PLANTED_FIXES), ids=lambda n: n.split("::")[1])
+def test_aioquic_with_the_rule_planted_passes(node, tmp_path):
+    r = _run(node, PLANTED_FIXES[node], tmp_path / "art")
+    summary = r.stdout.strip().splitlines()[-1]
+    assert r.returncode == 0 and "1 passed" in summary and "not exercised" not in summary, r.stdout[-3000:]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("node", sorted(STOCK_FINDINGS), ids=lambda n: n.split("::")[1])
 def test_stock_newreno_meets_only_its_recorded_finding(node, tmp_path):
     r = _run(node, "newreno", tmp_path / "art")
     assert r.returncode == 0 and "1 xfailed" in r.stdout, r.stdout[-3000:]
-    assert f"{STOCK_FINDINGS[node]}:" in r.stdout, r.stdout[-3000:]  # -ra prints the xfail's reason
+    assert f" - {STOCK_FINDINGS[node]}" in r.stdout, r.stdout[-3000:]  # -ra prints "XFAIL node - reason"
 
 
 @pytest.mark.slow

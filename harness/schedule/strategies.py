@@ -246,6 +246,31 @@ def long_blackholes() -> st.SearchStrategy[Schedule]:
     )
 
 
+def dark_then_longer(base: BaseLink, seed: int, at_ms: int, dark_ms: int, extra_ms: int) -> Schedule:
+    """`dark`, and when the data direction comes back the path is `extra_ms` longer
+    (half each way): a route change behind the outage, so every RTT sample after it
+    exceeds every one before."""
+    clean = base.settings()
+    longer = replace(clean, delay_us=clean.delay_us + extra_ms * 500)
+    return Schedule(seed=seed, phases=(
+        Phase(0, clean, clean),
+        Phase(at_ms * 1000, clean, replace(clean, blackhole=True)),
+        Phase((at_ms + dark_ms) * 1000, longer, longer),
+    ))
+
+
+@replayable
+def blackholes_then_longer() -> st.SearchStrategy[Schedule]:
+    """long_blackholes' outages (persistent congestion) followed by a path 20 to 60 ms
+    longer."""
+    return st.builds(
+        dark_then_longer, st.builds(BaseLink, rate_bps=st.sampled_from([20_000_000, 10_000_000]),
+                                    rtt_us=st.sampled_from([40_000, 20_000])),
+        seeds, st.integers(min_value=500, max_value=800), st.integers(min_value=1000, max_value=3000),
+        st.integers(min_value=20, max_value=60),
+    )
+
+
 def ack_gap(base: BaseLink, seed: int, at_ms: int, gap_ms: int) -> Schedule:
     """A clean link whose acknowledgement direction (client → server) is dark from
     `at_ms` for `gap_ms`: the first ACK after the gap acknowledges everything the
