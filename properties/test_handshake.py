@@ -1,6 +1,8 @@
-"""The client's side of the handshake: it keeps the handshake alive when the server
-cannot, its first probe waits the PTO of RFC 9002's initial RTT, and no probe timeout
-is shorter than kGranularity.
+"""The handshake's timers and limits: the client keeps the handshake alive when the
+server cannot, its first probe waits the PTO of RFC 9002's initial RTT, no probe
+timeout is shorter than kGranularity, Handshake probes leave max_ack_delay out (§6.2.1)
+and carry Handshake packets, and the server stays within three times what it received
+(RFC 9000 §8.1) while its retransmissions wait for the client.
 
 RFC 9002 §6.2.2.1: "the client MUST set the PTO timer if the client has not received an
 acknowledgment for any of its Handshake packets and the handshake is not confirmed (see
@@ -11,8 +13,13 @@ timer while nothing of its own is in flight leaves both waiting.
 
 from __future__ import annotations
 
+import bisect
+import itertools
+
 from hypothesis import example, given
 
+from harness.observe.events import Metrics
+from harness.observe.quic_frames import NOT_ACK_ELICITING
 from harness.rfc import K_GRANULARITY_US
 from harness.schedule import TransferPlan, handshake
 from harness.schedule.strategies import BaseLink
@@ -170,3 +177,228 @@ def test_handshake_probe_waits_at_least_the_granularity(longlook, target, schedu
             f"probed {probe - base:.0f} µs after its last ack-eliciting send ({probe - first:.0f} µs after that "
             f"arrival); RFC 9002 §6.2.1: the PTO period MUST be at least kGranularity ({K_GRANULARITY_US} µs)"
         ), wait_us=round(probe - base), sample_us=round(sample))
+
+
+HANDSHAKE_PLAN = TransferPlan(sizes=(50_000,))
+#: A Handshake probe datagram is one the client sent on its own, not in answer to a
+#: datagram that reached it this long before (an ACK, or a stack's early resend of
+#: CRYPTO data on a duplicate; RFC 9002 §6.2.3).
+ANSWER_US = 2_000
+#: The first Handshake probe's wait over the period without max_ack_delay. Below 1.45
+#: a period that adds max_ack_delay (25 ms on paths of 6–10 ms, where the period is
+#: 18–33 ms) is never mistaken for one that does not.
+HANDSHAKE_LOW, HANDSHAKE_HIGH = 0.85, 1.45
+
+
+def handshake_probe_wait(view, period_at) -> tuple[float, float] | None:
+    """(the client's last ack-eliciting Initial or Handshake send before its first probe
+    in those spaces, that probe) on the client's wire, or None when it sent none. A
+    probe is a send of its own (not an answer) after a silence of at least half the
+    period `period_at(t)` in force: datagrams of one flight leave together."""
+    arrivals = [d.t_us for d in view.datagrams if not d.entered and d.direction == "s2c"]
+    anchor = None
+    for d in view.datagrams:
+        if not (d.entered and d.direction == "c2s"
+                and any(p.space in ("initial", "handshake") and p.ack_eliciting for p in d.packets)):
+            continue
+        answered = bisect.bisect_right(arrivals, d.t_us) - bisect.bisect_left(arrivals, d.t_us - ANSWER_US) > 0
+        if anchor is not None and not answered and d.t_us - anchor >= period_at(d.t_us) / 2:
+            return anchor, d.t_us
+        anchor = d.t_us
+    return None
+
+
+@example(schedule=handshake.handshake_held_back(BaseLink(rtt_us=10_000), 0, 6))
+@given(schedule=handshake.handshake_losses())
+def test_handshake_probes_leave_max_ack_delay_out(longlook, target, schedule):
+    """RFC 9002 §6.2.1: "When the PTO is armed for Initial or Handshake packet number
+    spaces, the max_ack_delay in the PTO period computation is set to 0, since the
+    peer is expected to not delay these packets intentionally" (the example
+    algorithm). The client's datagrams after its first are dropped until it probes;
+    its first Initial or Handshake probe leaves smoothed_rtt + max(4*rttvar,
+    kGranularity) after its last send in those spaces, from the estimate it logged
+    last before the probe (the timer is re-armed when an ACK updates it), without the
+    server's max_ack_delay: HANDSHAKE_LOW to HANDSHAKE_HIGH of it. Judged on the
+    target's client (in a download without a peer it is the target's stack).
+    Trigger: such a probe."""
+    outcomes.require_own_client(target)
+    outcomes.require(target, "smoothed_rtt")
+    # Whether a client logs rttvar with its estimate (picoquic does not) or probes on its
+    # own before an answer comes is the stack's habit more than the schedule's: an
+    # example that shows neither counts toward max_examples instead of a hunt.
+    with outcomes.rare_trigger(), longlook.run(target, schedule, HANDSHAKE_PLAN) as obs:
+        obs.completed()
+        view = obs.client_wire
+        estimates = [m for m in obs.client.of(Metrics) if m.smoothed_rtt_us and m.rtt_variance_us is not None]
+        if not estimates:
+            outcomes.not_exercised("the client logged no smoothed_rtt with an rttvar")
+
+        def estimate_at(t_us: float) -> Metrics:
+            return next((m for m in reversed(estimates) if m.t_us <= t_us), estimates[0])
+
+        def period_at(t_us: float) -> float:
+            m = estimate_at(t_us)
+            return m.smoothed_rtt_us + max(4 * m.rtt_variance_us, K_GRANULARITY_US)
+
+        found = handshake_probe_wait(view, period_at)
+        if found is None:
+            outcomes.not_exercised("the client sent no Initial or Handshake probe of its own")
+        anchor, probe = found
+        m, expected = estimate_at(probe), period_at(probe)
+        mad = analysis.max_ack_delay_us(view, "s2c")
+        ratio = (probe - anchor) / expected
+        check(HANDSHAKE_LOW <= ratio <= HANDSHAKE_HIGH, "handshake-pto-period", (
+            f"{target.id}: the client's first Initial/Handshake probe left {(probe - anchor) / 1e3:.1f} ms after "
+            f"its last send in those spaces (t={anchor / 1e6:.4f} s), where smoothed_rtt {m.smoothed_rtt_us / 1e3:.1f} + "
+            f"max(4 × rttvar {m.rtt_variance_us / 1e3:.1f}, 1) = {expected / 1e3:.1f} ms: ×{ratio:.2f}, outside "
+            f"[{HANDSHAKE_LOW}, {HANDSHAKE_HIGH}]" + (f"; with the server's max_ack_delay {mad / 1e3:.0f} ms it would "
+                                                       f"be ×{(expected + mad) / expected:.2f}" if mad else "")
+        ), ratio=ratio, expected_us=expected)
+
+
+#: RFC 9000 §8.1: before the client's address is validated, a server sends at most
+#: this many times the bytes it has received.
+AMPLIFICATION_FACTOR = 3
+#: A full-sized datagram of the handshake (RFC 9000 §14.1's minimum): a server this
+#: close to its limit cannot send another one, so the limit bound it.
+FULL_DATAGRAM = 1200
+
+
+@example(schedule=handshake.handshake_delayed(BaseLink(rtt_us=10_000), 0, 3_000))
+@given(schedule=handshake.handshake_delays())
+def test_server_stays_within_the_amplification_limit(longlook, target, schedule):
+    """RFC 9002 §6.2.2.1: "If no additional data can be sent, the server's PTO timer
+    MUST NOT be armed until datagrams have been received from the client", and the
+    limit behind it, RFC 9000 §8.1: until the client's address is validated (a
+    Handshake packet from it arrives), the server sends at most three times the UDP
+    payload bytes it has received. The client's datagrams after its first Initial are
+    held back for seconds, so the server's retransmissions of its first flight run
+    into the limit; a probe sent past it is what an armed timer at the limit shows on
+    the wire. Read
+    off the server side's capture: each datagram the server sent before validation,
+    against the client datagrams that had reached it by then. Trigger: the server
+    came within one full-sized datagram of its limit before validation."""
+    if target.direction != "download":
+        outcomes.not_applicable("judged on the target's server, which sends the download's data")
+    # Whether a server retransmits its first flight up to its limit at all is its habit
+    # more than the schedule's (quiche's waits for the client): an example that does
+    # not show it counts toward max_examples instead of a hunt through hundreds.
+    with outcomes.rare_trigger(), longlook.run(target, schedule, HANDSHAKE_PLAN) as obs:
+        obs.completed()
+        view = obs.wire
+        arrivals = sorted((d.t_us, d.udp_size, any(p.space == "handshake" for p in d.packets))
+                          for d in view.datagrams if not d.entered and d.direction == "c2s")
+        validated = next((t for t, _, handshake in arrivals if handshake), float("inf"))
+        sends = sorted((d.t_us, d.udp_size) for d in view.datagrams
+                       if d.entered and d.direction == "s2c" and d.t_us < validated)
+        times = [t for t, _, _ in arrivals]
+        totals = [0, *itertools.accumulate(size for _, size, _ in arrivals)]  # [i]: bytes of the first i arrivals
+        sent, closest, over = 0, float("inf"), []
+        for t, size in sends:
+            sent += size
+            limit = AMPLIFICATION_FACTOR * totals[bisect.bisect_right(times, t)]
+            closest = min(closest, limit - sent)
+            if sent > limit:
+                over.append((t, sent, limit))
+        if closest >= FULL_DATAGRAM:
+            outcomes.not_exercised(f"the server never came within a datagram of its amplification limit before the "
+                                   f"client's address was validated (closest: {closest:.0f} B below it)")
+        first = over[0] if over else None
+        check(not over, "amplification-limit-exceeded", lambda: (
+            f"{target.id}: {len(over)} datagrams the server sent before the client's address was validated took it "
+            f"past three times the bytes it had received; first at t={first[0] / 1e6:.4f} s: {first[1]} B sent "
+            f"against {first[2] // AMPLIFICATION_FACTOR} B received (limit {first[2]} B)"
+        ), over=len(over), excess_bytes=max((s - lim for _, s, lim in over), default=0))
+
+
+#: A client datagram is its own timer's (a probe) when no server datagram reached the
+#: client, and the client sent nothing, for this long before it: a client answers a
+#: server flight (its Finished, then its request) within a few ms, and its handshake
+#: PTO is at least an RTT plus 4 × rttvar (µs).
+CLIENT_PROBE_QUIET_US = 20_000
+#: The datagrams one timer expiry sends leave together: those within this of a probe's
+#: first datagram are its too (µs).
+CLIENT_PROBE_BURST_US = 5_000
+
+
+def first_request(sends) -> int | None:
+    """Index of the client's first datagram that carries STREAM data, when all its
+    ack-eliciting content is 1-RTT STREAM frames starting at offset 0: its request,
+    which a slow client can send more than CLIENT_PROBE_QUIET_US after the server's
+    flight, and which no timer sent. Only that one datagram: any later send of new
+    data before confirmation may be a probe, and is judged as one."""
+    for k, d in enumerate(sends):
+        frames = [f for p in d.packets if p.ack_eliciting for f in p.frames
+                  if getattr(f, "name", "") not in NOT_ACK_ELICITING]
+        streams = [f for f in frames if getattr(f, "name", "") == "stream"]
+        if not streams:
+            continue
+        only_request = len(streams) == len(frames) and all(f.offset == 0 for f in streams) and all(
+            p.space == "application" for p in d.packets if p.ack_eliciting)
+        return k if only_request else None
+    return None
+
+
+@example(schedule=handshake.handshake_delayed(BaseLink(rtt_us=10_000), 0, 3_000))
+@given(schedule=handshake.handshake_delays())
+def test_client_probes_carry_handshake_packets(longlook, target, schedule):
+    """RFC 9002 §6.2.2.1: "When the PTO fires, the client MUST send a Handshake packet
+    if it has Handshake keys, otherwise it MUST send an Initial packet in a UDP datagram
+    with a payload of at least 1200 bytes", and §6.2.1: no PTO for the Application Data
+    space until the handshake is confirmed. The client's datagrams after its Initial are
+    held back, so its Handshake flight goes unacknowledged and its timer fires. Read off
+    the client side's capture: every ack-eliciting datagram the client sends on its own
+    (nothing from the server reached it and it sent nothing for 20 ms before) until a
+    HANDSHAKE_DONE reaches it, with the datagrams it sends in the 5 ms after (one
+    expiry's), carries an ack-eliciting Handshake packet once a server
+    Handshake packet had reached it, and before that a Handshake packet or an Initial in
+    at least 1200 bytes; the client's first datagram of STREAM data (its request) is the
+    application's send, not a probe. Judged on the target's client (in a download without a peer it
+    is the target's stack). Trigger: such a client probe."""
+    outcomes.require_own_client(target)
+    with outcomes.rare_trigger(), longlook.run(target, schedule, HANDSHAKE_PLAN) as obs:
+        obs.completed()
+        view = obs.client_wire
+        arrivals = [d for d in view.datagrams if not d.entered and d.direction == "s2c"]
+        keys_at = min((d.t_us for d in arrivals if any(p.space == "handshake" for p in d.packets)),
+                      default=float("inf"))
+        confirmed_at = analysis.handshake_done_at(view)
+        heard = sorted(d.t_us for d in arrivals)
+        sends = [d for d in view.datagrams if d.entered and d.direction == "c2s"]
+        request = first_request(sends)
+        probes, bad = 0, []
+        for k, (prev, d) in enumerate(zip(sends, sends[1:]), start=1):
+            if d.t_us >= confirmed_at or not any(p.ack_eliciting for p in d.packets):
+                continue
+            if k == request:
+                continue  # the client's request: the application's send, no timer's
+            i = bisect.bisect_left(heard, d.t_us)
+            if d.t_us - prev.t_us < CLIENT_PROBE_QUIET_US or (i and d.t_us - heard[i - 1] < CLIENT_PROBE_QUIET_US):
+                continue
+            probes += 1
+            # The expiry's datagrams: this one and those right after it (a stack may
+            # send its 1-RTT data first and the Handshake packet in the next one).
+            burst = [e for e in sends[k:] if e.t_us - d.t_us <= CLIENT_PROBE_BURST_US]
+            handshake = any(p.space == "handshake" and p.ack_eliciting for e in burst for p in e.packets)
+            padded_initial = any(any(p.space == "initial" for p in e.packets) and e.udp_size >= 1200 for e in burst)
+            if not (handshake or (d.t_us < keys_at and padded_initial)):
+                # Its ack-eliciting packets all 1-RTT (an ACK-only Handshake packet may ride along).
+                one_rtt_only = d.t_us >= keys_at and all(p.space == "application" for e in burst for p in e.packets
+                                                         if p.ack_eliciting)
+                bad.append((d, d.t_us >= keys_at, one_rtt_only))
+        if not probes:
+            outcomes.not_exercised("the client sent no ack-eliciting datagram of its own before the handshake "
+                                   "was confirmed")
+        first = bad[0] if bad else None
+        check(not bad, "client-probe-content", lambda: (
+            f"{target.id}: {len(bad)} of the client's {probes} probes before the handshake was confirmed (a "
+            f"HANDSHAKE_DONE reached it at t={confirmed_at / 1e6:.4f} s) carry no ack-eliciting Handshake packet"
+            + ("" if first[1] else " nor a padded Initial")
+            + f"; first at t={first[0].t_us / 1e6:.4f} s ({'with' if first[1] else 'before'} Handshake keys): "
+            f"{[(p.space, [getattr(f, 'name', '?') for f in p.frames][:4]) for p in first[0].packets]}, "
+            f"{first[0].udp_size} B"
+        ), bad=len(bad),
+            # Probes whose ack-eliciting packets are all 1-RTT, after Handshake keys
+            # (what an Application Data PTO armed before confirmation sends, §6.2.1),
+            # and all the others.
+            one_rtt_only=sum(1 for *_, only in bad if only), other=sum(1 for *_, only in bad if not only))

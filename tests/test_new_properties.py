@@ -48,7 +48,7 @@ CASES = [
      "tests.mutants.packet_threshold_ten:PacketThresholdTen", "packet-threshold-late"),
     ("properties/test_recovery_rules.py::test_no_loss_is_ignored",
      "tests.mutants.ignores_every_second_loss:IgnoresEverySecondLoss", "loss-ignored"),
-    ("properties/test_pto.py::test_server_stays_within_the_amplification_limit",
+    ("properties/test_handshake.py::test_server_stays_within_the_amplification_limit",
      "tests.mutants.amplification_twice:AmplificationTwice", "amplification-limit-exceeded"),
     ("properties/test_handshake.py::test_client_breaks_an_amplification_deadlock",
      "tests.mutants.no_anti_deadlock_probe:NoAntiDeadlockProbe", "no-client-probe-without-flight"),
