@@ -1,8 +1,8 @@
 """The congestion window's floor and its reductions on loss.
 
 RFC 9002 §7.2 (kMinimumWindow), §7.3.2 (one reduction per recovery period; the
-reduction factor; the cut when a period begins), RFC 9438 §4.6 (CUBIC's β and the
-flight-size variant; the cut made at once).
+reduction factor; the cut when a period begins; growth again once it ends), RFC 9438
+§4.6 (CUBIC's β and the flight-size variant; the cut made at once).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from harness.observe.events import Metrics, PacketSent
 from harness.run import Inconclusive
 from harness.schedule import TransferPlan, strategies
-from harness.schedule.strategies import BaseLink
+from harness.schedule.strategies import QUIC, BaseLink
+from harness.schedule.types import Action
 from harness.verdict import analysis, outcomes
 from harness.verdict.bounds import BETA
 from harness.verdict.deviation import check
@@ -233,3 +234,71 @@ def test_window_falls_when_recovery_begins(longlook, target, schedule):
             late_after_first_send=sum(1 for pn, *_ in late if sent.get(pn) != first_send),
             # How long after the loss the first one's cut was logged (the run's end if never).
             delay_s=((first[4].t_us if first[4] else metrics[-1].t_us) - first[1]) / 1e6 if first else 0.0)
+
+
+#: Round trips after a recovery period ends within which the window must have grown.
+REGROWTH_RTTS = 4
+GROWTH_PLAN = TransferPlan(sizes=(2_000_000,))
+
+
+def _recovery_end(acks, after_us: float) -> float | None:
+    """When the first acknowledgement of a packet sent after `after_us` reached the
+    sender (wire clock): RFC 9002 §7.3.2's end of the recovery period begun then."""
+    return next((a.t_us for a in acks if a.space == "application" and a.new_largest and a.sample_us is not None
+                 and a.t_us - a.sample_us > after_us), None)
+
+
+@example(schedule=BaseLink().schedule(0, actions=[Action("s2c", 300, "drop", flow=QUIC)]))
+@given(schedule=strategies.loss_only())
+def test_window_grows_again_after_recovery(longlook, target, schedule):
+    """RFC 9002 §7.3.2: "A recovery period ends and the sender enters congestion
+    avoidance when a packet sent during the recovery period is acknowledged"; §7.3.3
+    then grows the window (RFC 9438 §4.2–4.4 for CUBIC). After each cut, once a packet
+    sent after it is acknowledged (the capture's ACKs), the window logged within
+    REGROWTH_RTTS round trips rises above the cut's value, unless another cut comes
+    first. A sender stuck in recovery passes every other rule. Judged where the sender
+    was using the window: its logged bytes in flight came within two datagrams of it
+    (stacks that log none are given the benefit of a bulk transfer). Trigger: a cut whose
+    period ended with that many round trips of the transfer left and no cut among them."""
+    family = target.cc.family
+    if BETA.get(family) is None:
+        outcomes.not_applicable(f"{target.cc.name} ({family}) grows by its own model, not after recovery periods")
+    outcomes.require(target, "congestion_window")
+    with longlook.run(target, schedule, GROWTH_PLAN, timeout_s=60) as obs:
+        trace = _sender(obs)
+        mss = analysis.max_datagram(trace)
+        acks = analysis.acks_received(obs.wire)
+        last_send = max((d.t_us for d in obs.wire.datagrams if d.entered and d.direction == "s2c"
+                         and any(p.space == "application" and p.ack_eliciting for p in d.packets)), default=0.0)
+        cuts = analysis.reductions(trace)
+        metrics = trace.of(Metrics)
+        logs_inflight = any(m.bytes_in_flight is not None for m in metrics)
+        base_rtt = 2 * (schedule.phases[0].s2c.delay_us or 0)
+        judged, stuck = 0, []
+        for i, c in enumerate(cuts):
+            end = _recovery_end(acks, c.t_us)
+            if end is None:
+                continue
+            rtt = next((m.smoothed_rtt_us for m in reversed(metrics) if m.t_us <= c.t_us and m.smoothed_rtt_us),
+                       base_rtt) or base_rtt
+            until = end + REGROWTH_RTTS * rtt
+            if until > last_send or any(end - rtt < d.t_us <= until for d in cuts[i + 1:]):
+                continue  # the transfer ended, or a new period began: nothing to judge
+            span = [m for m in metrics if end <= m.t_us <= until]
+            if logs_inflight and not any(m.bytes_in_flight is not None and m.bytes_in_flight >= c.after - 2 * mss
+                                         for m in span):
+                continue  # not using its window: growth is not owed (§7.8)
+            judged += 1
+            peak = max((m.congestion_window for m in span if m.congestion_window is not None), default=c.after)
+            if peak <= c.after:
+                stuck.append((c, end, until, peak))
+        if not judged:
+            outcomes.not_exercised("no cut whose recovery period ended with the transfer still under way for "
+                                   f"{REGROWTH_RTTS} round trips and no cut among them")
+        first = stuck[0] if stuck else None
+        check(not stuck, "no-growth-after-recovery", lambda: (
+            f"{target.id}: after {len(stuck)} of {judged} cuts the window did not grow again; first: "
+            f"{first[0].describe()}, its recovery period ended at t={first[1] / 1e6:.3f} s (a packet sent after the "
+            f"cut acknowledged), and the window stayed at {first[3]} B or below until t={first[2] / 1e6:.3f} s, "
+            f"{REGROWTH_RTTS} round trips later"
+        ), stuck=len(stuck), judged=judged)

@@ -1,12 +1,13 @@
-"""The properties of properties/test_sending.py, test_pacing.py, test_recovery_rules.py (with
-the loss timer),
-test_bytes_in_flight.py (its probe rule), test_pto.py (the amplification limit),
-test_window.py (the cut when recovery begins), test_slow_start.py (slow start at all),
-test_handshake.py (with the probe timeout's floor), test_persistent_congestion.py (losses
-before the first RTT sample; min_rtt's reset, which stock aioquic lacks and a planted
-fix passes), test_congestion_avoidance.py (CUBIC's
-clock) and test_reordering.py (the time threshold's floor) can fail: each one, run in virtual time on aioquic with a planted controller
-(tests/mutants/), fails with its own deviation kind, while stock NewReno passes it.
+"""The newer properties can fail: each one, run in virtual time on aioquic with a planted
+controller (tests/mutants/), fails with its own deviation kind, while stock NewReno
+passes it. They are those of properties/test_sending.py, test_pacing.py,
+test_recovery_rules.py (with the loss timer), test_bytes_in_flight.py (its probe rule),
+test_window.py (the cut when recovery begins, growth again after recovery),
+test_slow_start.py (slow start at all), test_handshake.py (the amplification limit, the
+probe timeout's floor), test_persistent_congestion.py (losses before the first RTT
+sample; min_rtt's reset, which stock aioquic lacks and a planted fix passes),
+test_congestion_avoidance.py (CUBIC's clock) and test_reordering.py (the time
+threshold's floor).
 
 Slow: each case is a pytest run of one property (a few seconds of virtual time each,
 ~10 s of wall clock). No root needed: virtual time runs no namespace."""
@@ -62,6 +63,8 @@ CASES = [
      "tests.mutants.no_loss_timer:NoLossTimer", "loss-timer-not-set"),
     ("properties/test_persistent_congestion.py::test_no_collapse_from_losses_before_the_first_rtt_sample",
      "tests.mutants.pc_before_first_sample:PcBeforeFirstSample", "collapse-before-rtt-sample"),
+    ("properties/test_window.py::test_window_grows_again_after_recovery",
+     "tests.mutants.stuck_in_recovery:StuckInRecovery", "no-growth-after-recovery"),
 ]
 #: Rules of CUBIC alone: stock NewReno is not applicable to them, so stock CUBIC, whose
 #: verdict is given beside each (stock aioquic restarts its window after a pause, so
