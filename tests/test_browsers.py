@@ -165,6 +165,12 @@ def _no_browser_left(out: Path):
     assert not left.strip(), f"processes of the run outlived it: {left}"
 
 
+#: The flights whose first send may show the log on the link's clock. Eight, not four:
+#: in a CI run of `make test` on two busy cores the first four of Firefox's lagged
+#: 4.9-139 ms behind its log.
+FLIGHTS = 8
+
+
 def _log_clock_is_the_links(trace, arrivals_us: list[float]) -> None:
     """The log's sends sit on the link's clock. Not late: the link saw nothing of the
     sender before the log's first send. Not early: some flight's first send (one 10 ms
@@ -174,7 +180,7 @@ def _log_clock_is_the_links(trace, arrivals_us: list[float]) -> None:
     sends = [p.t_us for p in trace.of(PacketSent)]
     arrivals = sorted(arrivals_us)
     assert arrivals[0] >= sends[0], f"the link saw the sender at {arrivals[0]} µs, before its log's first send"
-    starts = [t for before, t in zip([float("-inf"), *sends], sends) if t - before >= 10_000][:4]
+    starts = [t for before, t in zip([float("-inf"), *sends], sends) if t - before >= 10_000][:FLIGHTS]
     lags = [arrivals[i] - t for t in starts if (i := bisect.bisect_left(arrivals, t)) < len(arrivals)]
     assert lags and min(lags) < 3_000, f"no flight's first send met the link within 3 ms: {lags} µs"
 
