@@ -86,13 +86,16 @@ def dark_tail(records) -> tuple[float, int] | None:
 def collapses(trace, family: str) -> list[analysis.Reduction]:
     """The window's cuts to about kMinimumWindow (RFC 9002 §7.6.2's persistent
     congestion): from at least 8 datagrams to at most 3, deeper than any multiplicative
-    decrease explains (β·cwnd, or for CUBIC β·bytes in flight, RFC 9438 §4.6), with a
-    datagram of slack."""
+    decrease explains (β·cwnd, or for CUBIC β·bytes in flight as logged with the cut,
+    RFC 9438 §4.6), with a datagram of slack."""
     mss = analysis.max_datagram(trace)
     beta = BETA.get(family) or 0.5
 
     def decrease(c) -> float:
-        return min(beta * c.before, beta * (c.bytes_in_flight or c.before)) if family == "cubic" else beta * c.before
+        # A logged 0 in flight is a value: a CUBIC that subtracts the lost packets
+        # before taking β of the flight (aioquic) lands on its floor by rule.
+        flight = c.bytes_in_flight if c.bytes_in_flight is not None else c.before
+        return min(beta * c.before, beta * flight) if family == "cubic" else beta * c.before
 
     return [c for c in analysis.reductions(trace) if c.after <= 3 * mss and c.before >= 8 * mss
             and c.after < decrease(c) - mss]
