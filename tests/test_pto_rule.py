@@ -89,7 +89,7 @@ def _client_view(sends, arrivals=()):
 
 
 def test_the_first_handshake_probe_is_the_clients_own_send_after_a_silence():
-    from properties.test_pto import handshake_probe_wait
+    from properties.test_handshake import handshake_probe_wait
 
     period = lambda t: 30_000.0  # noqa: E731
     # The Initial in two datagrams at 0 (one flight), the Finished at 11 ms in answer
@@ -112,7 +112,7 @@ def test_a_clients_first_send_of_its_request_is_no_probe():
     data, may be a timer's and is judged."""
     from harness.observe.quic_frames import Ack, Other, Stream
     from harness.observe.wire import Datagram, QuicPacket
-    from properties.test_pto import first_request
+    from properties.test_handshake import first_request
 
     def dg(t, *packets):
         return Datagram(int(t), t, "c2s", "client", True, None, ("a", 1), ("b", 2), 0, 0, 0, list(packets))
