@@ -256,7 +256,7 @@ def test_window_grows_again_after_recovery(longlook, target, schedule):
     then grows the window (RFC 9438 §4.2–4.4 for CUBIC). After each cut, once a packet
     sent after it is acknowledged (the capture's ACKs), the window logged within
     REGROWTH_RTTS round trips rises above the cut's value, unless another cut comes
-    first. A sender stuck in recovery passes every other rule. Judged where the sender
+    first; the rules about cuts alone do not see a sender stuck in recovery. Judged where the sender
     was using the window: its logged bytes in flight came within two datagrams of it
     (stacks that log none are given the benefit of a bulk transfer). Trigger: a cut whose
     period ended with that many round trips of the transfer left and no cut among them."""
@@ -282,8 +282,8 @@ def test_window_grows_again_after_recovery(longlook, target, schedule):
             rtt = next((m.smoothed_rtt_us for m in reversed(metrics) if m.t_us <= c.t_us and m.smoothed_rtt_us),
                        base_rtt) or base_rtt
             until = end + REGROWTH_RTTS * rtt
-            if until > last_send or any(end - rtt < d.t_us <= until for d in cuts[i + 1:]):
-                continue  # the transfer ended, or a new period began: nothing to judge
+            if until > last_send or any(d.t_us <= until for d in cuts[i + 1:]):
+                continue  # the transfer ended, or another cut came: this one's value is not the bar
             span = [m for m in metrics if end <= m.t_us <= until]
             if logs_inflight and not any(m.bytes_in_flight is not None and m.bytes_in_flight >= c.after - 2 * mss
                                          for m in span):

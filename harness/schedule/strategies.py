@@ -235,40 +235,35 @@ def dark(base: BaseLink, seed: int, at_ms: int, dark_ms: int) -> Schedule:
     ))
 
 
+#: long_blackholes' draws: links, seeds, when the data direction goes dark (ms, after
+#: slow start of a few MB) and for how long (ms).
+LONG_DARK = (st.builds(BaseLink, rate_bps=st.sampled_from([20_000_000, 10_000_000]),
+                       rtt_us=st.sampled_from([40_000, 20_000])),
+             seeds, st.integers(min_value=500, max_value=800), st.integers(min_value=1000, max_value=3000))
+
+
 @replayable
 def long_blackholes() -> st.SearchStrategy[Schedule]:
     """The data direction goes dark mid-transfer of a few MB (after slow start), for
     1 to 3 s: long enough for persistent congestion and several PTOs in a row."""
-    return st.builds(
-        dark, st.builds(BaseLink, rate_bps=st.sampled_from([20_000_000, 10_000_000]),
-                        rtt_us=st.sampled_from([40_000, 20_000])),
-        seeds, st.integers(min_value=500, max_value=800), st.integers(min_value=1000, max_value=3000),
-    )
+    return st.builds(dark, *LONG_DARK)
 
 
 def dark_then_longer(base: BaseLink, seed: int, at_ms: int, dark_ms: int, extra_ms: int) -> Schedule:
     """`dark`, and when the data direction comes back the path is `extra_ms` longer
     (half each way): a route change behind the outage, so every RTT sample after it
     exceeds every one before."""
-    clean = base.settings()
-    longer = replace(clean, delay_us=clean.delay_us + extra_ms * 500)
-    return Schedule(seed=seed, phases=(
-        Phase(0, clean, clean),
-        Phase(at_ms * 1000, clean, replace(clean, blackhole=True)),
-        Phase((at_ms + dark_ms) * 1000, longer, longer),
-    ))
+    outage = dark(base, seed, at_ms, dark_ms)
+    light = outage.phases[2]
+    longer = replace(light.s2c, delay_us=light.s2c.delay_us + extra_ms * 500)
+    return replace(outage, phases=(*outage.phases[:2], replace(light, c2s=longer, s2c=longer)))
 
 
 @replayable
 def blackholes_then_longer() -> st.SearchStrategy[Schedule]:
     """long_blackholes' outages (persistent congestion) followed by a path 20 to 60 ms
     longer."""
-    return st.builds(
-        dark_then_longer, st.builds(BaseLink, rate_bps=st.sampled_from([20_000_000, 10_000_000]),
-                                    rtt_us=st.sampled_from([40_000, 20_000])),
-        seeds, st.integers(min_value=500, max_value=800), st.integers(min_value=1000, max_value=3000),
-        st.integers(min_value=20, max_value=60),
-    )
+    return st.builds(dark_then_longer, *LONG_DARK, st.integers(min_value=20, max_value=60))
 
 
 def ack_gap(base: BaseLink, seed: int, at_ms: int, gap_ms: int) -> Schedule:
