@@ -89,6 +89,32 @@ def test_ce_echo_is_a_congestion_event(longlook, target, schedule):
         ), ignored=len(ignored), judged=len(judged))
 
 
+def _storm(obs, schedule):
+    """(series, echoes, mss, floor, start) of a CE storm run: the logged windows, the
+    CE echoes that reached the sender from the storm's start to two RTTs after its
+    end, the largest datagram, the floor (RFC 9002 §7.2's two datagrams, QUIC's
+    stand-in for RFC 9438's 1 MSS) and the window the first echo met."""
+    storm, after = schedule.phases[1], schedule.phases[2]
+    rtt_us = storm.s2c.delay_us * 2
+    series = analysis.cwnd_series(obs.sender)
+    if not series:
+        outcomes.not_exercised("the sender's log holds no congestion window: not observable in this run")
+    storm_records = [r for r in obs.transfer_records("s2c") if storm.start_us <= r.arr_us < after.start_us]
+    echoes = [e for e in _echoes(obs, storm_records) if storm.start_us <= e.t_us <= after.start_us + 2 * rtt_us]
+    if not echoes:
+        outcomes.not_exercised("no CE echo reached the sender during the storm")
+    mss = analysis.max_datagram(obs.sender)
+    start = next((w for t, w, *_ in reversed(series) if t <= echoes[0].t_us), series[0][1])
+    return series, echoes, mss, 2 * mss, start
+
+
+def _cubic_only(target) -> None:
+    if target.cc.family != "cubic":
+        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}): the rule is RFC 9438's, CUBIC's; every "
+                                "loss-based sender's response to each echo is test_ce_echo_is_a_congestion_event's")
+    outcomes.require(target, "congestion_window")
+
+
 @given(schedule=strategies.ce_storms())
 def test_persistent_ce_marks_take_the_window_to_its_floor(longlook, target, schedule):
     """CUBIC: with every datagram CE-marked for seconds, the window keeps falling, one
@@ -97,27 +123,13 @@ def test_persistent_ce_marks_take_the_window_to_its_floor(longlook, target, sche
     Trigger: CE echoes for long enough that the cuts β allows (one per round trip at
     twice the base RTT, the deep queue's worst, with half again of margin) reach the
     floor from the window the storm began with."""
-    if target.cc.family != "cubic":
-        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}): the rule is RFC 9438's, CUBIC's; every "
-                                "loss-based sender's response to each echo is test_ce_echo_is_a_congestion_event's")
-    outcomes.require(target, "congestion_window")
+    _cubic_only(target)
     beta = BETA["cubic"]
     storm, after = schedule.phases[1], schedule.phases[2]
     rtt_us = storm.s2c.delay_us * 2
     with outcomes.rare_trigger(), longlook.run(target, schedule, STORM_PLAN) as obs:
         obs.completed()
-        trace = obs.sender
-        series = analysis.cwnd_series(trace)
-        if not series:
-            outcomes.not_exercised("the sender's log holds no congestion window: not observable in this run")
-        storm_records = [r for r in obs.transfer_records("s2c") if storm.start_us <= r.arr_us < after.start_us]
-        echoes = [e for e in _echoes(obs, storm_records)
-                  if storm.start_us <= e.t_us <= after.start_us + 2 * rtt_us]
-        if not echoes:
-            outcomes.not_exercised("no CE echo reached the sender during the storm")
-        mss = analysis.max_datagram(trace)
-        floor = 2 * mss
-        start = next((w for t, w, *_ in reversed(series) if t <= echoes[0].t_us), series[0][1])
+        series, echoes, mss, floor, start = _storm(obs, schedule)
         cuts_needed = max(0, math.ceil(math.log(floor / start) / math.log(beta))) if start > floor else 0
         window_us = after.start_us + 2 * rtt_us - echoes[0].t_us
         if cuts_needed * 2 * rtt_us * 1.5 > window_us:
@@ -129,3 +141,53 @@ def test_persistent_ce_marks_take_the_window_to_its_floor(longlook, target, sche
             f"({len(echoes)} CE echoes from {echoes[0].t_us / 1e6:.2f} s), and the window fell from {start} B to "
             f"{lowest} B only; the floor is {floor} B (two datagrams), {cuts_needed} cuts of β={beta} away"
         ), lowest=lowest, floor=floor, echoes=len(echoes))
+
+
+#: Round trips at the floor under the storm that judge the send rate, after SETTLE_RTTS
+#: for the last cut's flight to drain.
+MIN_FLOOR_RTTS, SETTLE_RTTS = 8, 2
+#: The rate a 1 MSS window gives, which RFC 9438 §4.6 asks the sender to go below.
+MAX_DATAGRAMS_PER_RTT = 1.0
+
+
+@given(schedule=strategies.ce_storms())
+def test_persistent_ce_marks_at_the_floor_slow_the_sender_further(longlook, target, schedule):
+    """CUBIC, RFC 9438 §4.6: "If congestion events indicated by ECN-Echo ACKs persist,
+    a sender with a cwnd of 1 MSS MUST reduce its sending rate even further", for
+    example with RFC 3168's retransmission timer and exponential backoff. QUIC's floor
+    is two datagrams (RFC 9002 §7.2), the stand-in for 1 MSS that
+    test_persistent_ce_marks_take_the_window_to_its_floor uses too; whatever the floor,
+    "even further" is below the rate a 1 MSS window gives, one datagram per round trip.
+    While the logged window stays at the floor (plus one datagram of rounding) with
+    every datagram still CE-marked, the bytes the sender puts on the link, after
+    SETTLE_RTTS, stay below one of its largest datagrams per smoothed RTT (its logged
+    median there; the base RTT where it logs none or less). RFC 3168's timer sends one
+    per retransmission timeout, doubling, well below; a sender that holds its floor
+    sends up to two. A window that grows again above the floor is no longer the rule's
+    case (test_persistent_ce_marks_take_the_window_to_its_floor judges the way down).
+    Trigger: the window stayed at the floor under the storm for SETTLE_RTTS +
+    MIN_FLOOR_RTTS round trips."""
+    _cubic_only(target)
+    storm, after = schedule.phases[1], schedule.phases[2]
+    base_rtt_us = storm.s2c.delay_us * 2
+    with outcomes.rare_trigger(), longlook.run(target, schedule, STORM_PLAN) as obs:
+        obs.completed()
+        series, echoes, mss, floor, _ = _storm(obs, schedule)
+        at_floor = next((t for t, w, *_ in series if echoes[0].t_us <= t < after.start_us and w <= floor + mss), None)
+        if at_floor is None:
+            outcomes.not_exercised(f"the window never reached the floor ({floor} B) during the storm")
+        # The rule speaks of a sender at the floor: judged while the window stays there.
+        left = next((t for t, w, *_ in series if at_floor < t < after.start_us and w > floor + mss), after.start_us)
+        srtts = [r for t, r in analysis.smoothed_rtt_us(obs.sender) if at_floor <= t < left]
+        rate = ecn.rate_at_floor(obs.transfer_records("s2c"), at_floor, left, srtts, base_rtt_us, SETTLE_RTTS)
+        if rate.rtts < MIN_FLOOR_RTTS:
+            outcomes.not_exercised(f"the window stayed at the floor from {at_floor / 1e6:.2f} s for "
+                                   f"{rate.rtts + SETTLE_RTTS:.1f} RTTs only, "
+                                   + ("to the storm's end" if left == after.start_us else "then grew again"))
+        check(rate.per_rtt <= MAX_DATAGRAMS_PER_RTT, "ce-rate-held-at-floor", lambda: (
+            f"{target.id}: the window reached its floor ({floor} B) at {at_floor / 1e6:.2f} s under persistent CE "
+            f"marks and stayed there; from {rate.begin_us / 1e6:.2f} s to {rate.end_us / 1e6:.2f} s "
+            f"({rate.rtts:.0f} smoothed RTTs of {rate.rtt_us / 1e3:.1f} ms) it sent {rate.sent} B, "
+            f"{rate.per_rtt:.2f} of its {rate.largest} B datagrams per RTT: no reduction below the rate of a 1 MSS "
+            f"window (RFC 9438 §4.6; RFC 3168's backed-off timer sends one per retransmission timeout)"
+        ), datagrams_per_rtt=rate.per_rtt, floor=floor)

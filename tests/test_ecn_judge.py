@@ -103,3 +103,32 @@ def test_a_storm_marks_every_ect_datagram_for_its_span_only(schedule):
     assert storm.s2c.ecn_threshold_bytes == 0 and storm.c2s.ecn_threshold_bytes is None
     assert 2_000_000 <= after.start_us - storm.start_us <= 4_000_000
     assert schedule.to_json() == type(schedule).from_json(schedule.to_json()).to_json()
+
+
+def _sends(times_us, size=1280):
+    return [NS(arr_us=t, size=size) for t in times_us]
+
+
+def test_a_sender_holding_its_two_datagram_floor_sends_two_per_round_trip():
+    # Window-limited at two datagrams, a pair every 40 ms round trip from 1 s.
+    records = _sends([1_000_000 + k * 40_000 + d for k in range(30) for d in (0, 600)])
+    rate = ecn.rate_at_floor(records, 1_000_000, 2_200_000, [40_000.0] * 5, 40_000, 2)
+    assert rate.begin_us == 1_080_000 and rate.rtts == 28
+    assert 1.9 <= rate.per_rtt <= 2.1
+
+
+def test_a_sender_backing_off_on_a_timer_sends_well_below_one_per_round_trip():
+    # RFC 3168's way: one datagram, then the timer doubles from one round trip.
+    times, t, gap = [], 1_000_000, 40_000
+    while t < 2_200_000:
+        times.append(t)
+        t, gap = t + gap, gap * 2
+    rate = ecn.rate_at_floor(_sends(times), 1_000_000, 2_200_000, [40_000.0], 40_000, 0)
+    assert rate.per_rtt < 0.25
+
+
+def test_the_round_trip_is_the_median_smoothed_rtt_never_below_the_base():
+    records = _sends([0])
+    assert ecn.rate_at_floor(records, 0, 1e6, [30_000.0, 90_000.0, 60_000.0], 40_000, 0).rtt_us == 60_000
+    assert ecn.rate_at_floor(records, 0, 1e6, [30_000.0], 40_000, 0).rtt_us == 40_000
+    assert ecn.rate_at_floor(records, 0, 1e6, [], 40_000, 0).rtt_us == 40_000

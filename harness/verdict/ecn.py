@@ -106,3 +106,38 @@ def echo_times(records, ack_delay_us: float) -> list[float]:
     reach the sender as an echo: its delivery to the receiver plus the ACK direction's
     one-way delay; sorted."""
     return sorted(r.dep_us + ack_delay_us for r in ce_marked(records) if r.dep_us is not None)
+
+
+@dataclass(frozen=True)
+class FloorRate:
+    """The sender's rate at its floor under persistent marks: `per_rtt` of its largest
+    datagrams per round trip of `rtt_us`, over [begin_us, end_us)."""
+
+    begin_us: float
+    end_us: float
+    rtt_us: float
+    sent: int
+    largest: int
+
+    @property
+    def rtts(self) -> float:
+        return (self.end_us - self.begin_us) / self.rtt_us
+
+    @property
+    def per_rtt(self) -> float:
+        return self.sent / self.largest / self.rtts
+
+
+def rate_at_floor(records, at_floor_us: float, end_us: float, srtts_us: list[float], base_rtt_us: float,
+                  settle_rtts: float) -> FloorRate:
+    """What the sender put on the link (ground-truth `records` of its direction, IP
+    sizes) from `settle_rtts` round trips after its window reached the floor to
+    `end_us`. The round trip is the median smoothed RTT it logged there, never below
+    the base RTT: a queue the sender's own flight builds lengthens its round trip, and
+    the rate a window gives is per that round trip."""
+    ordered = sorted(srtts_us)
+    rtt_us = max(base_rtt_us, ordered[len(ordered) // 2] if ordered else 0.0)
+    begin = at_floor_us + settle_rtts * rtt_us
+    largest = max((r.size for r in records), default=1)
+    sent = sum(r.size for r in records if begin <= r.arr_us < end_us)
+    return FloorRate(begin, end_us, rtt_us, sent, largest)
