@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from harness import rfc
 from harness.observe import dialects
-from harness.observe.events import Metrics, PacketAcked, PacketSent
+from harness.observe.events import CongestionState, Metrics, PacketAcked, PacketSent
 from harness.run import Inconclusive
 from harness.schedule import TransferPlan, strategies
 from harness.verdict import analysis, outcomes
@@ -213,3 +213,65 @@ def test_a_connection_begins_in_slow_start(longlook, target, schedule):
             f"(from {before} B) while {acked} B of data were newly acknowledged, the flight having reached the window: "
             f"slow start grows it by about the bytes acknowledged, at least a quarter of them (RFC 9406)"
         ), growth_per_byte=grown / acked)
+
+
+#: RFC 9406 §4.3: "The minimum value of CSS_GROWTH_DIVISOR MUST be at least 2."
+MIN_CSS_GROWTH_DIVISOR = 2
+#: The raw state name of conservative slow start, as the stacks that log it write it.
+CSS = "conservative_slow_start"
+CSS_PLAN = TransferPlan(sizes=(4_000_000,))
+
+
+def css_intervals(trace) -> list[tuple[float, float]]:
+    """(start, end) µs of each stretch the sender logged as conservative slow start:
+    from that state to the next state it logged, or to the trace's end."""
+    states = trace.of(CongestionState)
+    end_of_trace = max((e.t_us for e in trace.events), default=0.0)
+    return [(s.t_us, nxt.t_us if nxt else end_of_trace)
+            for s, nxt in zip(states, [*states[1:], None]) if s.raw == CSS]
+
+
+@example(schedule=strategies.CLEAN_DEEP_LINK)
+@given(schedule=strategies.deep_clean())
+def test_conservative_slow_start_grows_at_most_half_as_fast(longlook, target, schedule):
+    """RFC 9406 §4.2-4.3 (HyStart++): in conservative slow start the window grows by
+    the bytes acknowledged divided by CSS_GROWTH_DIVISOR, and "the minimum value of
+    CSS_GROWTH_DIVISOR MUST be at least 2". Over each stretch the sender logs as
+    conservative slow start, the window rises by at most half the bytes newly
+    acknowledged on the wire in it, plus one datagram of rounding. Judged where the
+    sender's log names that state (quiche); from outside, conservative slow start
+    with too small a divisor looks like slow start. Trigger: a logged stretch in
+    which at least four datagrams were acknowledged (a deep queue the growing flight
+    fills raises the round trip by RFC 9406's RttThresh)."""
+    if target.cc.family not in BETA:
+        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}) has no slow start rule here")
+    outcomes.require(target, "conservative_slow_start")
+    with longlook.run(target, schedule, CSS_PLAN) as obs:
+        obs.completed()
+        trace = obs.sender
+        mss = analysis.max_datagram(trace)
+        series = analysis.cwnd_series(trace)
+        stretches = []
+        for start, end in css_intervals(trace):
+            before = next((w for t, w, *_ in reversed(series) if t <= start), None)
+            inside = [w for t, w, *_ in series if start <= t < end]
+            if before is None:
+                continue
+            try:
+                acked = analysis.bytes_newly_acknowledged(obs.wire, start, end)
+            except Inconclusive as e:
+                outcomes.not_exercised(f"the capture could not be read for the bytes acknowledged: {e}")
+            if acked >= 4 * mss:
+                stretches.append((start, end, before, max(inside, default=before) - before, acked))
+        if not stretches:
+            outcomes.not_exercised("no stretch of conservative slow start logged with four datagrams acknowledged "
+                                   "in it (the round trip never rose by RttThresh in slow start)")
+        worst = max(stretches, key=lambda s: (s[3] - mss) / s[4])
+        start, end, before, grown, acked = worst
+        check(grown <= acked / MIN_CSS_GROWTH_DIVISOR + mss, "css-divisor-below-two", lambda: (
+            f"{target.id}: in conservative slow start from t={start / 1e6:.3f} s to {end / 1e6:.3f} s the window "
+            f"grew by {grown} B (from {before} B) while {acked} B were newly acknowledged: "
+            f"{grown / acked:.2f} of them, a CSS_GROWTH_DIVISOR of {acked / max(grown, 1):.2f}; RFC 9406 §4.3 "
+            f"requires at least {MIN_CSS_GROWTH_DIVISOR}"
+        ), growth_per_byte=grown / acked, stretches=len(stretches))
+

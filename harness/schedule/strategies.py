@@ -316,6 +316,14 @@ CLEAN_LOSSLESS_LINK = Schedule.constant(0, replace(BaseLink().settings(), queue_
 
 
 @replayable
+def deep_clean() -> st.SearchStrategy[Schedule]:
+    """No impairment, and a queue of REORDER_QUEUE_BDP: slow start's growing flight
+    builds a queue that raises the round trip long before anything is dropped (what
+    HyStart++ watches for, RFC 9406)."""
+    return st.builds(lambda b, seed: b.schedule(seed, queue_bdp=REORDER_QUEUE_BDP), base_links, seeds)
+
+
+@replayable
 def clean(base: BaseLink | None = None) -> st.SearchStrategy[Schedule]:
     """No impairment at all: the link's rate, delay and a one-BDP queue."""
     return st.builds(lambda b, seed: b.schedule(seed), st.just(base) if base else base_links, seeds)

@@ -89,9 +89,13 @@ class _Walk:
 #: received (packet_acked); the congestion window, bytes in flight and smoothed RTT
 #: in its metrics; its RTT samples (latest_rtt in its metrics) and its min_rtt
 #: (apart: kwik's hook hands out the samples, not the minimum it keeps); congestion
-#: states; PTO expiries (a timer event, or pto_count in its metrics).
+#: states; PTO expiries (a timer event, or pto_count in its metrics); HyStart++'s
+#: conservative slow start (RFC 9406 §4.2) named as a state of its own (its `raw`
+#: name), which no dialect declares unless the stack logs it (quiche).
 CAPABILITIES = frozenset({"packet_lost", "ack_frames", "congestion_window", "bytes_in_flight", "smoothed_rtt",
-                          "rtt_samples", "min_rtt", "congestion_state", "pto_expired"})
+                          "rtt_samples", "min_rtt", "congestion_state", "pto_expired", "conservative_slow_start"})
+#: What the qlog draft's own events carry: all but the extras a stack names itself.
+DRAFT_CAPABILITIES = CAPABILITIES - {"conservative_slow_start"}
 
 
 class Dialect:
@@ -160,7 +164,7 @@ class Dialect:
     #: What the stack's qlog carries at all, whatever one run happened to show: a
     #: property skips for a capability the stack lacks, before it runs, never for
     #: an event one run did not log (docs/trace.md, "Capabilities").
-    LOGS: ClassVar[frozenset[str]] = CAPABILITIES
+    LOGS: ClassVar[frozenset[str]] = DRAFT_CAPABILITIES
 
     def logs(self, capability: str) -> bool:
         """Whether the stack's qlog can carry `capability` (one of CAPABILITIES)."""

@@ -18,14 +18,14 @@ Deviations from the draft, as logged:
 from __future__ import annotations
 
 from harness.observe import events as ev
-from harness.observe.dialects._base import CAPABILITIES, Dialect, _Walk
+from harness.observe.dialects._base import DRAFT_CAPABILITIES, Dialect, _Walk
 
 
 class AioquicDialect(Dialect):
     """aioquic's deviations: `cwnd`, header-less packet_lost, PTO losses (module docstring)."""
 
     stack = "aioquic"
-    LOGS = CAPABILITIES - {"congestion_state", "pto_expired"}
+    LOGS = DRAFT_CAPABILITIES - {"congestion_state", "pto_expired"}
     METRICS = {**Dialect.METRICS, "cwnd": ("congestion_window", "size")}
     FACTS = (
         "aioquic: no congestion states logged (left to harness/observe/states.py)",

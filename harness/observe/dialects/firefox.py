@@ -28,14 +28,14 @@ from __future__ import annotations
 from typing import Any
 
 from harness.observe import events as ev
-from harness.observe.dialects._base import CAPABILITIES, Dialect, _Walk
+from harness.observe.dialects._base import DRAFT_CAPABILITIES, Dialect, _Walk
 
 
 class FirefoxDialect(Dialect):
     """neqo's qlog is the draft's; it only lacks PTO events."""
 
     stack = "firefox"
-    LOGS = CAPABILITIES - {"pto_expired"}
+    LOGS = DRAFT_CAPABILITIES - {"pto_expired"}
     FACTS = ("firefox: neqo logs no loss-timer events and no pto_count (PTO expiries from the wire)",)
 
     def __init__(self) -> None:

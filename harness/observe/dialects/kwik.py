@@ -27,14 +27,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.observe.dialects._base import CAPABILITIES, Dialect, _Walk
+from harness.observe.dialects._base import DRAFT_CAPABILITIES, Dialect, _Walk
 
 
 class KwikDialect(Dialect):
     """kwik's trace: standard names; no states, ssthresh, triggers or PTO counts."""
 
     stack = "kwik"
-    LOGS = CAPABILITIES - {"congestion_state", "pto_expired", "min_rtt"}
+    LOGS = DRAFT_CAPABILITIES - {"congestion_state", "pto_expired", "min_rtt"}
     # The hook passes a packet's own instant (received, queued to send) and none with
     # metrics, which Qlog.java stamps at the call: file order is kwik's order.
     file_order_is_causal = True

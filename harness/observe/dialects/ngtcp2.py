@@ -8,14 +8,14 @@ names no clock, so times are placed by the endpoint's first datagram on the link
 
 from __future__ import annotations
 
-from harness.observe.dialects._base import CAPABILITIES, Dialect
+from harness.observe.dialects._base import DRAFT_CAPABILITIES, Dialect
 
 
 class Ngtcp2Dialect(Dialect):
     """ngtcp2's qlog: whole-ms times, no reference clock, no congestion states."""
 
     stack = "ngtcp2"
-    LOGS = CAPABILITIES - {"congestion_state"}
+    LOGS = DRAFT_CAPABILITIES - {"congestion_state"}
     # ngtcp2 logs the losses an ACK revealed before the packet that carried it, and
     # the window after: packet_lost ×n, packet_received (ACK), metrics_updated.
     losses_before_acks = True

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.observe.dialects._base import CAPABILITIES, STANDARD_STATES, Dialect, _Walk
+from harness.observe.dialects._base import DRAFT_CAPABILITIES, STANDARD_STATES, Dialect, _Walk
 
 
 class QuicheDialect(Dialect):
@@ -23,7 +23,7 @@ class QuicheDialect(Dialect):
 
     stack = "quiche"
     pacing_bps = 8.0
-    LOGS = CAPABILITIES - {"packet_lost"}
+    LOGS = DRAFT_CAPABILITIES - {"packet_lost"} | {"conservative_slow_start"}
 
     def prepare(self, w: _Walk, raw, ctx, notes: list[str]) -> None:
         """The draft's states plus conservative_slow_start."""

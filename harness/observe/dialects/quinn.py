@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.observe.dialects._base import CAPABILITIES, Dialect, _Walk
+from harness.observe.dialects._base import DRAFT_CAPABILITIES, Dialect, _Walk
 
 #: quinn's default initial RTT, which its first metrics event reports.
 INITIAL_RTT_S = 0.333
@@ -26,7 +26,7 @@ class QuinnDialect(Dialect):
     """quinn's deviations: RTTs in seconds, bogus triggers, no frames."""
 
     stack = "quinn"
-    LOGS = CAPABILITIES - {"ack_frames", "congestion_state"}
+    LOGS = DRAFT_CAPABILITIES - {"ack_frames", "congestion_state"}
     FACTS = (
         "quinn: no frames logged, so no packet_acked (needs the wire view)",
         "quinn: packet_lost trigger always 'reordering_threshold' (quinn-proto bug) → None",

@@ -11,14 +11,14 @@ states are left to harness/observe/states.py.
 
 from __future__ import annotations
 
-from harness.observe.dialects._base import CAPABILITIES, Dialect
+from harness.observe.dialects._base import DRAFT_CAPABILITIES, Dialect
 
 
 class S2nQuicDialect(Dialect):
     """s2n-quic's trace: standard names and units; no states, ssthresh or loss triggers."""
 
     stack = "s2n-quic"
-    LOGS = CAPABILITIES - {"congestion_state"}
+    LOGS = DRAFT_CAPABILITIES - {"congestion_state"}
     FACTS = (
         "s2n-quic: no congestion states logged (left to harness/observe/states.py)",
         "s2n-quic: no ssthresh or loss trigger in its events; the trace is written by our endpoint",

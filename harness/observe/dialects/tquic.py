@@ -13,7 +13,7 @@ PTO expiries to the wire.
 
 from __future__ import annotations
 
-from harness.observe.dialects._base import CAPABILITIES, Dialect
+from harness.observe.dialects._base import DRAFT_CAPABILITIES, Dialect
 
 
 class TquicDialect(Dialect):
@@ -21,7 +21,7 @@ class TquicDialect(Dialect):
 
     stack = "tquic"
     received_after_handling = True
-    LOGS = CAPABILITIES - {"congestion_state", "pto_expired"}
+    LOGS = DRAFT_CAPABILITIES - {"congestion_state", "pto_expired"}
     FACTS = (
         "tquic: no congestion states logged (left to harness/observe/states.py)",
         "tquic: no ssthresh, pto_count or loss-timer events in its qlog",
