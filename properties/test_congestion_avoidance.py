@@ -1,4 +1,4 @@
-"""Congestion avoidance grows the window slowly.
+"""Congestion avoidance grows the window slowly, and CUBIC's no slower than Reno.
 
 RFC 9002 §7.3.3: in congestion avoidance a NewReno sender limits the increase of its
 window to at most one max_datagram_size per congestion window acknowledged, about
@@ -10,6 +10,9 @@ sets ssthresh to the reduced window, so slow start must not resume after a loss;
 collapses to the minimum window, after which it does, excepted), plus what the stack
 logs as congestion avoidance, or what is inferred as such from its window, ssthresh
 and losses where it logs no states (harness.observe.states).
+
+RFC 9438 §4.3 bounds CUBIC's growth from below as well: in the Reno-friendly region
+it follows W_est, Reno's window, which grows α_cubic ≈ 0.53 datagram per round trip.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from harness import rfc
+from harness.observe.events import Metrics
 from harness.schedule import Action, TransferPlan, strategies
 from harness.schedule.strategies import BaseLink, QUIC
 from harness.verdict import analysis, outcomes
@@ -165,3 +169,83 @@ def test_cubic_clock_stops_while_application_limited(longlook, target, schedule)
             f"{reno:.0f} B and the window it resumed with {at_resume} B, so at most {bound:.0f} B; a clock that "
             f"ran through the pause gives {through:.0f} B"
         ), window=c_max, bound=bound, idle_s=length / 1e6, over_bound=c_max / bound)
+
+
+#: RFC 9438 §4.3: α_cubic = 3 × (1 − β_cubic) / (1 + β_cubic), the Reno-friendly
+#: region's growth in datagrams per round trip of a window-limited sender (≈ 0.53).
+ALPHA_CUBIC = 3 * (1 - BETA["cubic"]) / (1 + BETA["cubic"])
+#: The least share of that growth the stretches must show together: half, for round
+#: trips and windows measured from the log. Without the region, CUBIC's curve grows by
+#: under a tenth of a datagram per round trip for a second after a cut on these links.
+MIN_SHARE_OF_RENO = 0.5
+#: A stretch shorter than this many round trips (after the one its recovery takes) is
+#: not measured: a cut's recovery and logging lag dominate it.
+MIN_STRETCH_RTTS = 5
+SMALL_BDP_PLAN = TransferPlan(sizes=(3_000_000,))
+
+
+def avoidance_stretches(trace, srtt_us: float, mss: int) -> list[tuple[float, float, float, int, int]]:
+    """(start, end, round trips, window at start, highest window) of each stretch
+    between two window cuts (the last: to the last window logged), starting one round
+    trip after the first cut (its recovery period), at least MIN_STRETCH_RTTS long,
+    in which the flight reached the window (less two datagrams) at least once: the
+    sender was window-limited, so each round trip acknowledged about a window."""
+    series = analysis.cwnd_series(trace)
+    cuts = analysis.reductions(trace)
+    end_of_series = series[-1][0] if series else 0.0
+    # Every report of the flight against the window then in force (series only holds
+    # the window's changes, where an ACK has just taken bytes out of flight).
+    full, cwnd = [], None
+    for m in trace.of(Metrics):
+        cwnd = m.congestion_window if m.congestion_window is not None else cwnd
+        if cwnd is not None and m.bytes_in_flight is not None and m.bytes_in_flight >= cwnd - 2 * mss:
+            full.append(m.t_us)
+    out = []
+    for cut, nxt in zip(cuts, [*cuts[1:], None]):
+        start, end = cut.t_us + srtt_us, nxt.t_us if nxt else end_of_series
+        rtts = (end - start) / srtt_us
+        inside = [w for t, w, *_ in series if start <= t < end]
+        if rtts < MIN_STRETCH_RTTS or not any(start <= t < end for t in full):
+            continue
+        w0 = next((w for t, w, *_ in reversed(series) if t <= start), cut.after)
+        out.append((start, end, rtts, w0, max([w0, *inside])))
+    return out
+
+
+@given(schedule=strategies.small_bdp())
+def test_cubic_grows_at_least_as_fast_as_reno_on_small_bdp_links(longlook, target, schedule):
+    """RFC 9438 §4.3: when W_est (the window Reno would have, growing α_cubic ≈ 0.53
+    datagram per round trip after a cut) exceeds W_cubic, "CUBIC is in the
+    Reno-friendly region and cwnd SHOULD be set to W_est". On a link of small
+    bandwidth-delay product and short round trip CUBIC's curve is nearly flat for
+    seconds after each cut, so there the region decides the growth. Over the
+    congestion avoidance stretches between cuts (avoidance_stretches), window-limited,
+    the window grows together by at least MIN_SHARE_OF_RENO of α_cubic datagrams per
+    smoothed round trip (the median the sender logged). Trigger: at least one such
+    stretch."""
+    if target.cc.family != "cubic":
+        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}): the Reno-friendly region is CUBIC's")
+    outcomes.require(target, "congestion_window")
+    outcomes.require(target, "smoothed_rtt")
+    with longlook.run(target, schedule, SMALL_BDP_PLAN) as obs:
+        obs.completed()
+        trace = obs.sender
+        mss = analysis.max_datagram(trace)
+        srtts = sorted(r for _, r in analysis.smoothed_rtt_us(trace))
+        if not srtts:
+            outcomes.not_exercised("the sender logged no smoothed RTT in this run")
+        srtt = srtts[len(srtts) // 2]
+        stretches = avoidance_stretches(trace, srtt, mss)
+        if not stretches:
+            outcomes.not_exercised(f"no window-limited stretch of {MIN_STRETCH_RTTS} round trips between cuts")
+        rtts = sum(s[2] for s in stretches)
+        grown = sum(s[4] - s[3] for s in stretches)
+        reno = ALPHA_CUBIC * rtts * mss
+        check(grown >= MIN_SHARE_OF_RENO * reno, "slower-than-reno", lambda: (
+            f"{target.id}: over {len(stretches)} congestion avoidance stretch(es) between cuts, {rtts:.0f} round "
+            f"trips of {srtt / 1e3:.1f} ms in all, the window grew by {grown} B ({grown / mss:.1f} datagrams, "
+            f"{grown / mss / rtts:.2f} per round trip); the Reno-friendly region grows α_cubic = {ALPHA_CUBIC:.2f} "
+            f"per round trip ({reno / mss:.1f} datagrams), and at least half of that is required; the first "
+            f"stretch: {stretches[0][3]} → {stretches[0][4]} B from t={stretches[0][0] / 1e6:.3f} s to "
+            f"{stretches[0][1] / 1e6:.3f} s"
+        ), per_rtt=grown / mss / rtts, stretches=len(stretches))

@@ -275,3 +275,103 @@ def test_conservative_slow_start_grows_at_most_half_as_fast(longlook, target, sc
             f"requires at least {MIN_CSS_GROWTH_DIVISOR}"
         ), growth_per_byte=grown / acked, stretches=len(stretches))
 
+
+
+#: RFC 9406's largest RttThresh (MAX_RTT_THRESH), µs: a queue risen by this much has
+#: raised every round's minimum RTT past the threshold, whatever the round trip.
+MAX_RTT_THRESH_US = 16_000
+#: Round trips a delay-based exit may take after that rise: the round that sees it
+#: (N_RTT_SAMPLE samples in), and CSS_ROUNDS of conservative slow start at most before
+#: the exit to congestion avoidance; the first stretch of conservative slow start
+#: counts as the exit.
+DELAY_EXIT_RTTS = 3
+
+
+def growth_slowed_at(obs, trace, t_from_us: float, t_to_us: float, span_us: float) -> float | None:
+    """The start of the first span of `span_us` from `t_from_us` in which the window
+    grew by at most half the bytes newly acknowledged on the wire (at least four
+    datagrams of them): conservative slow start (RFC 9406 §4.2) or congestion
+    avoidance, where the log names neither (tquic)."""
+    series = analysis.cwnd_series(trace)
+    mss = analysis.max_datagram(trace)
+
+    def window_at(t: float) -> int | None:
+        return next((w for s, w, *_ in reversed(series) if s <= t), None)
+
+    t = max(t_from_us, series[0][0]) if series else t_to_us
+    while t + span_us <= t_to_us:
+        w0, w1 = window_at(t), window_at(t + span_us)
+        try:
+            acked = analysis.bytes_newly_acknowledged(obs.wire, t, t + span_us)
+        except Inconclusive:
+            return None
+        if w0 is not None and w1 is not None and acked >= 4 * mss and w1 - w0 <= acked / 2:
+            return t
+        t += span_us
+    return None
+
+
+def standing_queue_since(records, link, queue_us: float, span_us: float) -> float | None:
+    """The end of the first span of `span_us` (consecutive, from the first datagram)
+    in which every datagram of the sender's met at least `queue_us` of queue at the
+    bottleneck: a rise of each round's minimum RTT, which is what HyStart++ compares,
+    not of one datagram's."""
+    timed = [(r.arr_us, r.delay_us - link.delay_us - r.size * 8e6 / link.rate_bps)
+             for r in records if r.delay_us is not None]
+    if not timed:
+        return None
+    t0 = timed[0][0]
+    spans: dict[int, float] = {}
+    for t, q in timed:
+        k = int((t - t0) // span_us)
+        spans[k] = min(spans.get(k, q), q)
+    k = next((k for k in sorted(spans) if spans[k] >= queue_us), None)
+    return None if k is None else t0 + (k + 1) * span_us
+
+
+@example(schedule=strategies.CLEAN_DEEP_LINK)
+@given(schedule=strategies.deep_clean())
+def test_slow_start_ends_on_the_delay_increase_before_any_loss(longlook, target, schedule):
+    """RFC 9438 §4.10: "In general, CUBIC SHOULD use the HyStart++ slow start
+    algorithm" (RFC 9406), which leaves slow start when the round trip rises, before
+    the queue overflows. On a clean link with a deep queue, once the sender's
+    datagrams meet MAX_RTT_THRESH_US of queue, slow start ends (its first exit, as
+    logged or inferred; a logged stretch of conservative slow start; or a round trip
+    in which the window grew by at most half the bytes acknowledged) within
+    DELAY_EXIT_RTTS round trips, and before the link drops any of its datagrams (a
+    standing queue: every datagram of a round trip met that much, standing_queue_since).
+    Trigger: the queue rose by that much, with those round trips left before the
+    first drop (or the end of the transfer)."""
+    if target.cc.family != "cubic":
+        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}): the rule is RFC 9438's, CUBIC's")
+    outcomes.require(target, "congestion_window")
+    link = schedule.phases[0].s2c
+    with longlook.run(target, schedule, CSS_PLAN) as obs:
+        obs.completed()
+        trace = obs.sender
+        records = obs.transfer_records()
+        first_drop = min((r.arr_us for r in records if r.fate == "dropped"), default=None)
+        end = first_drop if first_drop is not None else max(r.arr_us for r in records)
+        rtt_us = 2 * link.delay_us + MAX_RTT_THRESH_US
+        rise = standing_queue_since(records, link, MAX_RTT_THRESH_US, rtt_us)
+        if rise is None or rise + DELAY_EXIT_RTTS * rtt_us > end:
+            outcomes.not_exercised("the queue never rose by 16 ms with "
+                                   f"{DELAY_EXIT_RTTS} round trips left before the first drop or the end")
+        # A connection begins in slow start (RFC 9002 §7.3.1): its first state of
+        # another kind is the exit, even where the log's first state is that one.
+        exits = [s.t_us for s in analysis.states(trace, BETA["cubic"]) if s.state in EXITS][:1]
+        exits += [s.t_us for s in trace.of(CongestionState) if s.raw == CSS]
+        # No delay-based exit reacts before the queue reaches RFC 9406's least
+        # RttThresh; a stall before it (flow control, an idle sender) is no response.
+        first_rise = standing_queue_since(records, link, MIN_RTT_INCREASE_US, rtt_us) or rise
+        slowed = growth_slowed_at(obs, trace, first_rise - rtt_us, end, rtt_us)
+        exit_us = min([*exits, *([slowed] if slowed is not None else [])], default=None)
+        deadline = rise + DELAY_EXIT_RTTS * rtt_us
+        check(exit_us is not None and exit_us <= deadline, "no-delay-based-exit", lambda: (
+            f"{target.id}: on a clean link with a deep queue the sender's datagrams met "
+            f"{MAX_RTT_THRESH_US / 1e3:.0f} ms of queue from t={rise / 1e6:.3f} s, and slow start "
+            + (f"ended only at {exit_us / 1e6:.3f} s" if exit_us is not None else "never ended")
+            + (f", after the link's first drop at {first_drop / 1e6:.3f} s" if first_drop is not None
+               and (exit_us is None or exit_us > first_drop) else "")
+            + f"; HyStart++ (RFC 9438 §4.10, SHOULD) leaves it within about {DELAY_EXIT_RTTS} round trips"
+        ), rise_us=rise, exit_us=exit_us if exit_us is not None else -1)

@@ -65,12 +65,20 @@ CASES = [
      "tests.mutants.pc_before_first_sample:PcBeforeFirstSample", "collapse-before-rtt-sample"),
     ("properties/test_window.py::test_window_grows_again_after_recovery",
      "tests.mutants.stuck_in_recovery:StuckInRecovery", "no-growth-after-recovery"),
+    ("properties/test_congestion_avoidance.py::test_cubic_grows_at_least_as_fast_as_reno_on_small_bdp_links",
+     "tests.mutants.no_reno_friendly:NoRenoFriendly", "slower-than-reno"),
+    ("properties/test_slow_start.py::test_slow_start_ends_on_the_delay_increase_before_any_loss",
+     "tests.mutants.cubic_no_delay_exit:CubicNoDelayExit", "no-delay-based-exit"),
 ]
 #: Rules of CUBIC alone: stock NewReno is not applicable to them, so stock CUBIC, whose
 #: verdict is given beside each (stock aioquic restarts its window after a pause, so
 #: the rule is not exercised on it: quiche's CUBIC, which keeps its window, passes).
 CUBIC_ONLY = {"properties/test_congestion_avoidance.py::test_cubic_clock_stops_while_application_limited":
-              ("quiche", "passed")}
+              ("quiche", "passed"),
+              "properties/test_congestion_avoidance.py::test_cubic_grows_at_least_as_fast_as_reno_on_small_bdp_links":
+              ("aioquic", "passed"),
+              "properties/test_slow_start.py::test_slow_start_ends_on_the_delay_increase_before_any_loss":
+              ("aioquic", "passed")}
 #: Rules stock aioquic never meets the trigger of: it floors its RTT samples at 1 ms, so
 #: 9/8 of its RTT never falls below kGranularity (not exercised); stock quinn NewReno,
 #: which does not floor them, is judged and passes: (stack, controller, outcome).

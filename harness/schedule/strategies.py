@@ -315,6 +315,20 @@ CLEAN_DEEP_LINK = BaseLink().schedule(seed=0, queue_bdp=REORDER_QUEUE_BDP)
 CLEAN_LOSSLESS_LINK = Schedule.constant(0, replace(BaseLink().settings(), queue_bytes=LOSSLESS_QUEUE_BYTES))
 
 
+#: Short round trips and low rates: a window of a few tens of datagrams, where CUBIC's
+#: curve is flat for seconds after a cut and Reno's growth is faster (RFC 9438 §4.3).
+SMALL_BDP_LINKS = st.builds(BaseLink, rate_bps=st.sampled_from([10_000_000, 5_000_000]),
+                            rtt_us=st.sampled_from([10_000, 20_000]))
+
+
+@replayable
+def small_bdp() -> st.SearchStrategy[Schedule]:
+    """No impairment on SMALL_BDP_LINKS with a one-BDP queue (ten datagrams at least):
+    the queue overflows every few hundred milliseconds, so the transfer is a sawtooth
+    of congestion avoidance stretches between cuts."""
+    return st.builds(lambda b, seed: b.schedule(seed), SMALL_BDP_LINKS, seeds)
+
+
 @replayable
 def deep_clean() -> st.SearchStrategy[Schedule]:
     """No impairment, and a queue of REORDER_QUEUE_BDP: slow start's growing flight
