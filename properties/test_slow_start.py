@@ -277,6 +277,63 @@ def test_conservative_slow_start_grows_at_most_half_as_fast(longlook, target, sc
 
 
 
+#: RFC 9406 §4.3's CSS_ROUNDS, and the round trips of slack a stretch may run beyond
+#: it: rounds are counted here from the sender's RTT samples, not its packet numbers.
+CSS_ROUNDS, CSS_ROUNDS_SLACK = 5, 2
+
+
+def rounds_between(trace, t0_us: float, t1_us: float) -> float | None:
+    """Round trips from t0 to t1 by the sender's own RTT samples: the integral of
+    dt / latest_rtt, each sample holding until the next (None without samples)."""
+    samples = [(m.t_us, m.latest_rtt_us) for m in trace.of(Metrics) if m.latest_rtt_us]
+    before = [r for t, r in samples if t <= t0_us]
+    rtt = before[-1] if before else None
+    rounds, prev = 0.0, t0_us
+    for t, r in samples:
+        if t <= t0_us:
+            continue
+        if t >= t1_us:
+            break
+        if rtt:
+            rounds += (t - prev) / rtt
+        prev, rtt = t, r
+    if rtt is None:
+        return None
+    return rounds + (t1_us - prev) / rtt
+
+
+@example(schedule=strategies.CLEAN_DEEP_LINK)
+@given(schedule=strategies.deep_clean())
+def test_conservative_slow_start_ends_after_its_rounds(longlook, target, schedule):
+    """RFC 9406 §4.2 (HyStart++'s example algorithm): "If CSS_ROUNDS rounds are
+    complete, enter congestion avoidance by setting the ssthresh to the current cwnd",
+    with CSS_ROUNDS 5. A stretch the sender logs as conservative slow start lasts at
+    most CSS_ROUNDS + CSS_ROUNDS_SLACK round trips (counted by its own RTT samples);
+    a loss, an ECN mark or a fall of the RTT may end it sooner. Judged where the log
+    names that state (quiche). Trigger: a logged stretch of conservative slow start
+    that the transfer outlasted."""
+    if target.cc.family not in BETA:
+        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}) has no slow start rule here")
+    outcomes.require(target, "conservative_slow_start")
+    with longlook.run(target, schedule, CSS_PLAN) as obs:
+        obs.completed()
+        trace = obs.sender
+        end_of_trace = max((e.t_us for e in trace.events), default=0.0)
+        ended = [(a, b) for a, b in css_intervals(trace) if b < end_of_trace]
+        if not ended:
+            outcomes.not_exercised("no stretch of conservative slow start logged that ended before the transfer")
+        counted = [(a, b, rounds_between(trace, a, b)) for a, b in ended]
+        counted = [(a, b, r) for a, b, r in counted if r is not None]
+        if not counted:
+            outcomes.not_exercised("the sender logged no RTT sample to count rounds by")
+        a, b, longest = max(counted, key=lambda c: c[2])
+        check(longest <= CSS_ROUNDS + CSS_ROUNDS_SLACK, "css-too-long", lambda: (
+            f"{target.id}: conservative slow start from t={a / 1e6:.3f} s to {b / 1e6:.3f} s lasted "
+            f"{longest:.1f} round trips by its own RTT samples; RFC 9406 §4.2's example leaves it for "
+            f"congestion avoidance after CSS_ROUNDS = {CSS_ROUNDS}"
+        ), rounds=longest)
+
+
 #: RFC 9406's largest RttThresh (MAX_RTT_THRESH), µs: a queue risen by this much has
 #: raised every round's minimum RTT past the threshold, whatever the round trip.
 MAX_RTT_THRESH_US = 16_000

@@ -43,3 +43,16 @@ def test_deep_clean_links_have_a_deep_queue_and_no_impairment(schedule):
     bdp = link.rate_bps / 8 * 2 * link.delay_us / 1e6
     assert link.queue_bytes >= 7.9 * bdp
     assert (link.loss, link.jitter_us, link.blackhole, link.ecn_threshold_bytes, link.trace) == (None,) * 5
+
+
+def test_rounds_are_counted_by_the_senders_own_rtt_samples():
+    from properties.test_slow_start import rounds_between
+    trace = _trace([
+        Metrics(0.0, latest_rtt_us=50_000.0),
+        Metrics(100_000.0, latest_rtt_us=100_000.0),  # the queue doubles the round trip
+        Metrics(300_000.0, latest_rtt_us=100_000.0),
+    ])
+    # 100 ms at 50 ms, then 300 ms at 100 ms: 2 + 3 rounds.
+    assert abs(rounds_between(trace, 0.0, 400_000.0) - 5.0) < 1e-9
+    assert abs(rounds_between(trace, 50_000.0, 100_000.0) - 1.0) < 1e-9
+    assert rounds_between(_trace([Metrics(0.0, congestion_window=1)]), 0.0, 1e6) is None
