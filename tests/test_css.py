@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from harness.observe import dialects
 from harness.observe.events import CongestionState, Metrics, Trace
 from harness.schedule import strategies
-from properties.test_slow_start import css_intervals
+from properties.test_hystart import css_intervals
 
 
 def _trace(events):
@@ -46,7 +46,7 @@ def test_deep_clean_links_have_a_deep_queue_and_no_impairment(schedule):
 
 
 def test_rounds_are_counted_by_the_senders_own_rtt_samples():
-    from properties.test_slow_start import rounds_between
+    from properties.test_hystart import rounds_between
     trace = _trace([
         Metrics(0.0, latest_rtt_us=50_000.0),
         Metrics(100_000.0, latest_rtt_us=100_000.0),  # the queue doubles the round trip

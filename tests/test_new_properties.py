@@ -67,7 +67,7 @@ CASES = [
      "tests.mutants.stuck_in_recovery:StuckInRecovery", "no-growth-after-recovery"),
     ("properties/test_congestion_avoidance.py::test_cubic_grows_at_least_as_fast_as_reno_on_small_bdp_links",
      "tests.mutants.no_reno_friendly:NoRenoFriendly", "slower-than-reno"),
-    ("properties/test_slow_start.py::test_slow_start_ends_on_the_delay_increase_before_any_loss",
+    ("properties/test_hystart.py::test_slow_start_ends_on_the_delay_increase_before_any_loss",
      "tests.mutants.cubic_no_delay_exit:CubicNoDelayExit", "no-delay-based-exit"),
 ]
 #: Rules of CUBIC alone: stock NewReno is not applicable to them, so stock CUBIC, whose
@@ -77,7 +77,7 @@ CUBIC_ONLY = {"properties/test_congestion_avoidance.py::test_cubic_clock_stops_w
               ("quiche", "passed"),
               "properties/test_congestion_avoidance.py::test_cubic_grows_at_least_as_fast_as_reno_on_small_bdp_links":
               ("aioquic", "passed"),
-              "properties/test_slow_start.py::test_slow_start_ends_on_the_delay_increase_before_any_loss":
+              "properties/test_hystart.py::test_slow_start_ends_on_the_delay_increase_before_any_loss":
               ("aioquic", "passed")}
 #: Rules stock aioquic never meets the trigger of: it floors its RTT samples at 1 ms, so
 #: 9/8 of its RTT never falls below kGranularity (not exercised); stock quinn NewReno,

@@ -1,0 +1,242 @@
+"""HyStart++ (RFC 9406), the delay-based slow start RFC 9438 §4.10 asks CUBIC to use:
+leave slow start when each round's minimum RTT rises by RttThresh
+(max(4 ms, min(16 ms, lastRoundMinRTT / 8))), through conservative slow start, which
+grows the window by the bytes acknowledged divided by CSS_GROWTH_DIVISOR (at least 2,
+4 recommended) for CSS_ROUNDS (5) rounds, then congestion avoidance.
+
+The links are clean with a deep queue (strategies.deep_clean): slow start's growing
+flight builds a queue, and the round trip rises, long before anything is dropped.
+Conservative slow start is judged where the sender's log names it (the
+`conservative_slow_start` capability: quiche); from outside it looks like slow start
+with slower growth, which the delay-exit property reads as the response it looks for.
+"""
+
+from __future__ import annotations
+
+from hypothesis import example, given
+
+from harness.observe.events import CongestionState, Metrics
+from harness.run import Inconclusive
+from harness.schedule import TransferPlan, strategies
+from harness.verdict import analysis, outcomes
+from harness.verdict.bounds import BETA
+from harness.verdict.deviation import check
+from properties.test_slow_start import EXITS, MIN_RTT_INCREASE_US
+
+#: RFC 9406 §4.3: "The minimum value of CSS_GROWTH_DIVISOR MUST be at least 2."
+MIN_CSS_GROWTH_DIVISOR = 2
+#: The raw state name of conservative slow start, as the stacks that log it write it.
+CSS = "conservative_slow_start"
+CSS_PLAN = TransferPlan(sizes=(4_000_000,))
+
+
+def css_intervals(trace) -> list[tuple[float, float]]:
+    """(start, end) µs of each stretch the sender logged as conservative slow start:
+    from that state to the next state it logged, or to the trace's end."""
+    states = trace.of(CongestionState)
+    end_of_trace = max((e.t_us for e in trace.events), default=0.0)
+    return [(s.t_us, nxt.t_us if nxt else end_of_trace)
+            for s, nxt in zip(states, [*states[1:], None]) if s.raw == CSS]
+
+
+@example(schedule=strategies.CLEAN_DEEP_LINK)
+@given(schedule=strategies.deep_clean())
+def test_conservative_slow_start_grows_at_most_half_as_fast(longlook, target, schedule):
+    """RFC 9406 §4.2-4.3 (HyStart++): in conservative slow start the window grows by
+    the bytes acknowledged divided by CSS_GROWTH_DIVISOR, and "the minimum value of
+    CSS_GROWTH_DIVISOR MUST be at least 2". Over each stretch the sender logs as
+    conservative slow start, the window rises by at most half the bytes newly
+    acknowledged on the wire in it, plus one datagram of rounding. Judged where the
+    sender's log names that state (quiche); from outside, conservative slow start
+    with too small a divisor looks like slow start. Trigger: a logged stretch in
+    which at least four datagrams were acknowledged (a deep queue the growing flight
+    fills raises the round trip by RFC 9406's RttThresh)."""
+    if target.cc.family not in BETA:
+        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}) has no slow start rule here")
+    outcomes.require(target, "conservative_slow_start")
+    with longlook.run(target, schedule, CSS_PLAN) as obs:
+        obs.completed()
+        trace = obs.sender
+        mss = analysis.max_datagram(trace)
+        series = analysis.cwnd_series(trace)
+        stretches = []
+        for start, end in css_intervals(trace):
+            before = next((w for t, w, *_ in reversed(series) if t <= start), None)
+            inside = [w for t, w, *_ in series if start <= t < end]
+            if before is None:
+                continue
+            try:
+                acked = analysis.bytes_newly_acknowledged(obs.wire, start, end)
+            except Inconclusive as e:
+                outcomes.not_exercised(f"the capture could not be read for the bytes acknowledged: {e}")
+            if acked >= 4 * mss:
+                stretches.append((start, end, before, max(inside, default=before) - before, acked))
+        if not stretches:
+            outcomes.not_exercised("no stretch of conservative slow start logged with four datagrams acknowledged "
+                                   "in it (the round trip never rose by RttThresh in slow start)")
+        worst = max(stretches, key=lambda s: (s[3] - mss) / s[4])
+        start, end, before, grown, acked = worst
+        check(grown <= acked / MIN_CSS_GROWTH_DIVISOR + mss, "css-divisor-below-two", lambda: (
+            f"{target.id}: in conservative slow start from t={start / 1e6:.3f} s to {end / 1e6:.3f} s the window "
+            f"grew by {grown} B (from {before} B) while {acked} B were newly acknowledged: "
+            f"{grown / acked:.2f} of them, a CSS_GROWTH_DIVISOR of {acked / max(grown, 1):.2f}; RFC 9406 §4.3 "
+            f"requires at least {MIN_CSS_GROWTH_DIVISOR}"
+        ), growth_per_byte=grown / acked, stretches=len(stretches))
+
+
+
+#: RFC 9406 §4.3's CSS_ROUNDS, and the round trips of slack a stretch may run beyond
+#: it: rounds are counted here from the sender's RTT samples, not its packet numbers.
+CSS_ROUNDS, CSS_ROUNDS_SLACK = 5, 2
+
+
+def rounds_between(trace, t0_us: float, t1_us: float) -> float | None:
+    """Round trips from t0 to t1 by the sender's own RTT samples: the integral of
+    dt / latest_rtt, each sample holding until the next (None without samples)."""
+    samples = [(m.t_us, m.latest_rtt_us) for m in trace.of(Metrics) if m.latest_rtt_us]
+    before = [r for t, r in samples if t <= t0_us]
+    rtt = before[-1] if before else None
+    rounds, prev = 0.0, t0_us
+    for t, r in samples:
+        if t <= t0_us:
+            continue
+        if t >= t1_us:
+            break
+        if rtt:
+            rounds += (t - prev) / rtt
+        prev, rtt = t, r
+    if rtt is None:
+        return None
+    return rounds + (t1_us - prev) / rtt
+
+
+@example(schedule=strategies.CLEAN_DEEP_LINK)
+@given(schedule=strategies.deep_clean())
+def test_conservative_slow_start_ends_after_its_rounds(longlook, target, schedule):
+    """RFC 9406 §4.2 (HyStart++'s example algorithm): "If CSS_ROUNDS rounds are
+    complete, enter congestion avoidance by setting the ssthresh to the current cwnd",
+    with CSS_ROUNDS 5. A stretch the sender logs as conservative slow start lasts at
+    most CSS_ROUNDS + CSS_ROUNDS_SLACK round trips (counted by its own RTT samples);
+    a loss, an ECN mark or a fall of the RTT may end it sooner. Judged where the log
+    names that state (quiche). Trigger: a logged stretch of conservative slow start
+    that the transfer outlasted."""
+    if target.cc.family not in BETA:
+        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}) has no slow start rule here")
+    outcomes.require(target, "conservative_slow_start")
+    with longlook.run(target, schedule, CSS_PLAN) as obs:
+        obs.completed()
+        trace = obs.sender
+        end_of_trace = max((e.t_us for e in trace.events), default=0.0)
+        ended = [(a, b) for a, b in css_intervals(trace) if b < end_of_trace]
+        if not ended:
+            outcomes.not_exercised("no stretch of conservative slow start logged that ended before the transfer")
+        counted = [(a, b, rounds_between(trace, a, b)) for a, b in ended]
+        counted = [(a, b, r) for a, b, r in counted if r is not None]
+        if not counted:
+            outcomes.not_exercised("the sender logged no RTT sample to count rounds by")
+        a, b, longest = max(counted, key=lambda c: c[2])
+        check(longest <= CSS_ROUNDS + CSS_ROUNDS_SLACK, "css-too-long", lambda: (
+            f"{target.id}: conservative slow start from t={a / 1e6:.3f} s to {b / 1e6:.3f} s lasted "
+            f"{longest:.1f} round trips by its own RTT samples; RFC 9406 §4.2's example leaves it for "
+            f"congestion avoidance after CSS_ROUNDS = {CSS_ROUNDS}"
+        ), rounds=longest)
+
+
+#: RFC 9406's largest RttThresh (MAX_RTT_THRESH), µs: a queue risen by this much has
+#: raised every round's minimum RTT past the threshold, whatever the round trip.
+MAX_RTT_THRESH_US = 16_000
+#: Round trips a delay-based exit may take after that rise: the round that sees it
+#: (N_RTT_SAMPLE samples in), and CSS_ROUNDS of conservative slow start at most before
+#: the exit to congestion avoidance; the first stretch of conservative slow start
+#: counts as the exit.
+DELAY_EXIT_RTTS = 3
+
+
+def growth_slowed_at(obs, trace, t_from_us: float, t_to_us: float, span_us: float) -> float | None:
+    """The start of the first span of `span_us` from `t_from_us` in which the window
+    grew by at most half the bytes newly acknowledged on the wire (at least four
+    datagrams of them): conservative slow start (RFC 9406 §4.2) or congestion
+    avoidance, where the log names neither (tquic)."""
+    series = analysis.cwnd_series(trace)
+    mss = analysis.max_datagram(trace)
+
+    def window_at(t: float) -> int | None:
+        return next((w for s, w, *_ in reversed(series) if s <= t), None)
+
+    t = max(t_from_us, series[0][0]) if series else t_to_us
+    while t + span_us <= t_to_us:
+        w0, w1 = window_at(t), window_at(t + span_us)
+        try:
+            acked = analysis.bytes_newly_acknowledged(obs.wire, t, t + span_us)
+        except Inconclusive:
+            return None
+        if w0 is not None and w1 is not None and acked >= 4 * mss and w1 - w0 <= acked / 2:
+            return t
+        t += span_us
+    return None
+
+
+def standing_queue_since(records, link, queue_us: float, span_us: float) -> float | None:
+    """The end of the first span of `span_us` (consecutive, from the first datagram)
+    in which every datagram of the sender's met at least `queue_us` of queue at the
+    bottleneck: a rise of each round's minimum RTT, which is what HyStart++ compares,
+    not of one datagram's."""
+    timed = [(r.arr_us, r.delay_us - link.delay_us - r.size * 8e6 / link.rate_bps)
+             for r in records if r.delay_us is not None]
+    if not timed:
+        return None
+    t0 = timed[0][0]
+    spans: dict[int, float] = {}
+    for t, q in timed:
+        k = int((t - t0) // span_us)
+        spans[k] = min(spans.get(k, q), q)
+    k = next((k for k in sorted(spans) if spans[k] >= queue_us), None)
+    return None if k is None else t0 + (k + 1) * span_us
+
+
+@example(schedule=strategies.CLEAN_DEEP_LINK)
+@given(schedule=strategies.deep_clean())
+def test_slow_start_ends_on_the_delay_increase_before_any_loss(longlook, target, schedule):
+    """RFC 9438 §4.10: "In general, CUBIC SHOULD use the HyStart++ slow start
+    algorithm" (RFC 9406), which leaves slow start when the round trip rises, before
+    the queue overflows. On a clean link with a deep queue, once the sender's
+    datagrams meet MAX_RTT_THRESH_US of queue, slow start ends (its first exit, as
+    logged or inferred; a logged stretch of conservative slow start; or a round trip
+    in which the window grew by at most half the bytes acknowledged) within
+    DELAY_EXIT_RTTS round trips, and before the link drops any of its datagrams (a
+    standing queue: every datagram of a round trip met that much, standing_queue_since).
+    Trigger: the queue rose by that much, with those round trips left before the
+    first drop (or the end of the transfer)."""
+    if target.cc.family != "cubic":
+        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}): the rule is RFC 9438's, CUBIC's")
+    outcomes.require(target, "congestion_window")
+    link = schedule.phases[0].s2c
+    with longlook.run(target, schedule, CSS_PLAN) as obs:
+        obs.completed()
+        trace = obs.sender
+        records = obs.transfer_records()
+        first_drop = min((r.arr_us for r in records if r.fate == "dropped"), default=None)
+        end = first_drop if first_drop is not None else max(r.arr_us for r in records)
+        rtt_us = 2 * link.delay_us + MAX_RTT_THRESH_US
+        rise = standing_queue_since(records, link, MAX_RTT_THRESH_US, rtt_us)
+        if rise is None or rise + DELAY_EXIT_RTTS * rtt_us > end:
+            outcomes.not_exercised("the queue never rose by 16 ms with "
+                                   f"{DELAY_EXIT_RTTS} round trips left before the first drop or the end")
+        # A connection begins in slow start (RFC 9002 §7.3.1): its first state of
+        # another kind is the exit, even where the log's first state is that one.
+        exits = [s.t_us for s in analysis.states(trace, BETA["cubic"]) if s.state in EXITS][:1]
+        exits += [s.t_us for s in trace.of(CongestionState) if s.raw == CSS]
+        # No delay-based exit reacts before the queue reaches RFC 9406's least
+        # RttThresh; a stall before it (flow control, an idle sender) is no response.
+        first_rise = standing_queue_since(records, link, MIN_RTT_INCREASE_US, rtt_us) or rise
+        slowed = growth_slowed_at(obs, trace, first_rise - rtt_us, end, rtt_us)
+        exit_us = min([*exits, *([slowed] if slowed is not None else [])], default=None)
+        deadline = rise + DELAY_EXIT_RTTS * rtt_us
+        check(exit_us is not None and exit_us <= deadline, "no-delay-based-exit", lambda: (
+            f"{target.id}: on a clean link with a deep queue the sender's datagrams met "
+            f"{MAX_RTT_THRESH_US / 1e3:.0f} ms of queue from t={rise / 1e6:.3f} s, and slow start "
+            + (f"ended only at {exit_us / 1e6:.3f} s" if exit_us is not None else "never ended")
+            + (f", after the link's first drop at {first_drop / 1e6:.3f} s" if first_drop is not None
+               and (exit_us is None or exit_us > first_drop) else "")
+            + f"; HyStart++ (RFC 9438 §4.10, SHOULD) leaves it within about {DELAY_EXIT_RTTS} round trips"
+        ), rise_us=rise, exit_us=exit_us if exit_us is not None else -1)
