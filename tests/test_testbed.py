@@ -201,3 +201,24 @@ def test_sigkilled_run_leaves_nothing_after_the_next_run(netns_ready, tmp_path):
     assert not set(names) & set(netns.list_ours()), "killed run's namespaces survived"
     alive = [p for p in left if netns.pid_alive(p)]
     assert not alive, f"processes of the killed run survived: {alive}"
+
+
+def test_a_namespace_name_is_never_handed_out_twice_nor_taken(monkeypatch):
+    # Four hex digits repeat within a long run; the name must not, nor may it be one
+    # that exists (a namespace still being removed, or a dead namespace's leftover).
+    tokens = iter(["aaaa", "aaaa", "bbbb", "cccc", "dddd"])
+    monkeypatch.setattr(netns.secrets, "token_hex", lambda n: next(tokens))
+    monkeypatch.setattr(netns, "_handed_out", set())
+    taken = f"/run/netns/{netns.PREFIX}{os.getpid()}-bbbb"
+    real_exists = os.path.exists
+    monkeypatch.setattr(netns.os.path, "exists", lambda p: p == taken or real_exists(p))
+    first, second = netns.new_name(), netns.new_name()
+    assert first.endswith("-aaaa") and second.endswith("-cccc")
+    assert netns.owner_pid(first) == os.getpid() == netns.owner_pid(second)
+
+
+def test_no_free_namespace_name_is_one_clear_error(monkeypatch):
+    monkeypatch.setattr(netns.secrets, "token_hex", lambda n: "aaaa")
+    monkeypatch.setattr(netns, "_handed_out", {f"{netns.PREFIX}{os.getpid()}-aaaa"})
+    with pytest.raises(netns.NetnsError, match="ip netns list"):
+        netns.new_name()

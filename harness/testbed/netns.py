@@ -74,9 +74,23 @@ class NetnsError(RuntimeError):
     """A namespace could not be created or configured."""
 
 
+#: Every name this process has handed out: four hex digits repeat within a long run
+#: (a few hundred namespaces), and a name whose namespace is still being removed, or
+#: was left by a dead process whose pid this one reuses, makes `netns.create` fail
+#: with FileExistsError (seen once in CI, 2026-11-29).
+_handed_out: set[str] = set()
+
+
 def new_name() -> str:
-    """Return a fresh namespace name owned by this process."""
-    return f"{PREFIX}{os.getpid()}-{secrets.token_hex(2)}"
+    """Return a fresh namespace name owned by this process: never one it handed out
+    before, nor one that exists now."""
+    for _ in range(1000):
+        name = f"{PREFIX}{os.getpid()}-{secrets.token_hex(2)}"
+        if name not in _handed_out and not os.path.exists(f"/run/netns/{name}"):
+            _handed_out.add(name)
+            return name
+    raise NetnsError(f"no free namespace name {PREFIX}{os.getpid()}-XXXX after 1000 tries: "
+                     "list them with `ip netns list` and remove stale ones with `ip netns delete NAME`")
 
 
 def owner_pid(name: str) -> int | None:
