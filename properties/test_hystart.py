@@ -30,6 +30,14 @@ CSS = "conservative_slow_start"
 CSS_PLAN = TransferPlan(sizes=(4_000_000,))
 
 
+def _judged_where_css_is_logged(target) -> None:
+    """Skips a controller without slow start, and a stack whose log does not name
+    conservative slow start (from outside it looks like slow start)."""
+    if target.cc.family not in BETA:
+        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}) has no slow start rule here")
+    outcomes.require(target, "conservative_slow_start")
+
+
 def css_intervals(trace) -> list[tuple[float, float]]:
     """(start, end) µs of each stretch the sender logged as conservative slow start:
     from that state to the next state it logged, or to the trace's end."""
@@ -51,9 +59,7 @@ def test_conservative_slow_start_grows_at_most_half_as_fast(longlook, target, sc
     with too small a divisor looks like slow start. Trigger: a logged stretch in
     which at least four datagrams were acknowledged (a deep queue the growing flight
     fills raises the round trip by RFC 9406's RttThresh)."""
-    if target.cc.family not in BETA:
-        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}) has no slow start rule here")
-    outcomes.require(target, "conservative_slow_start")
+    _judged_where_css_is_logged(target)
     with longlook.run(target, schedule, CSS_PLAN) as obs:
         obs.completed()
         trace = obs.sender
@@ -120,9 +126,7 @@ def test_conservative_slow_start_ends_after_its_rounds(longlook, target, schedul
     a loss, an ECN mark or a fall of the RTT may end it sooner. Judged where the log
     names that state (quiche). Trigger: a logged stretch of conservative slow start
     that the transfer outlasted."""
-    if target.cc.family not in BETA:
-        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}) has no slow start rule here")
-    outcomes.require(target, "conservative_slow_start")
+    _judged_where_css_is_logged(target)
     with longlook.run(target, schedule, CSS_PLAN) as obs:
         obs.completed()
         trace = obs.sender
