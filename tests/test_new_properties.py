@@ -14,6 +14,7 @@ Slow: each case is a pytest run of one property (a few seconds of virtual time e
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -90,7 +91,10 @@ def _run(node: str, cc: str, artifacts: Path, impl: str = "aioquic") -> subproce
     argv = [sys.executable, "-m", "pytest", node, "--impl", impl, "--cc", cc, "--mode", "virtual",
             "--no-real-recheck", "--hypothesis-profile", "ci", "--artifacts", str(artifacts),
             "-p", "no:cacheprovider", "-q"]
-    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    # What these tests read (the deviation's kind, the outcome) is there before
+    # shrinking; a short budget keeps a mutant's case from shrinking for minutes.
+    env = os.environ | {"LONGLOOK_SHRINK_SECONDS": "5"}
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False, env=env)
 
 
 @pytest.mark.slow
