@@ -16,6 +16,9 @@ Options (group "longlook"; each also settable by environment variable):
                         property allow it, real time for the rest; real: namespaces
                         only; virtual: sans-IO stacks only (LONGLOOK_MODE;
                         docs/virtual-time.md)
+  --only-mode virtual|real  of the cases --mode auto places, run only those in virtual
+                        (or real) time: `make check` runs the first two at a time,
+                        then the second alone (LONGLOOK_ONLY_MODE)
   --no-real-recheck     do not replay a failure found in virtual time in real time
   --results FILE        write one JSON record per property case (NDJSON; harness/results/),
                         for `longlook report` (LONGLOOK_RESULTS)
@@ -50,6 +53,8 @@ BACKEND_HELP = "where endpoints run: local (namespaces) or docker (one container
 MODE_HELP = ("auto (default): virtual time where the stack and the property allow it, else real time; "
              "real: endpoints in namespaces, real time; virtual: sans-IO stacks in virtual time only "
              "(docs/virtual-time.md)")
+ONLY_MODE_HELP = ("of the cases --mode auto places, run only those in virtual time (several at a time under "
+                  "-n N: a virtual clock does not care for a shared CPU) or only those in real time")
 RECHECK_HELP = "do not replay an example that failed in virtual time in real time to see whether it reproduces"
 IMAGE_HELP = "with --backend docker: run this image for the single --impl (default: the image in docker/stacks.json)"
 IMPL_CMD_HELP = ("run this program (interop-runner contract, no Docker) as the endpoint of the single --impl, "
@@ -91,6 +96,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--backend", default=os.environ.get("LONGLOOK_BACKEND", "local"), choices=("local", "docker"), help=BACKEND_HELP)
     g.addoption("--mode", default=os.environ.get("LONGLOOK_MODE", "auto"), choices=("auto", "real", "virtual"),
                 help=MODE_HELP)
+    g.addoption("--only-mode", default=os.environ.get("LONGLOOK_ONLY_MODE") or None, choices=("virtual", "real"),
+                help=ONLY_MODE_HELP)
     g.addoption("--no-real-recheck", action="store_true", help=RECHECK_HELP)
     g.addoption("--image", default=os.environ.get("LONGLOOK_IMAGE"), help=IMAGE_HELP)
     g.addoption("--impl-cmd", default=os.environ.get("LONGLOOK_IMPL_CMD"), help=IMPL_CMD_HELP)
@@ -128,7 +135,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if mode == "auto" and (config.getoption("--backend") != "local" or config.getoption("--impl-cmd")):
         config.option.mode = mode = "real"
     os.environ["LONGLOOK_MODE"] = mode
-    _enter_rootless(config, mode)
+    only = config.getoption("--only-mode")
+    if only and mode != "auto":
+        raise pytest.UsageError(f"--only-mode {only} splits the cases --mode auto places; it has no meaning "
+                                f"with --mode {mode} (and Docker or --impl-cmd runs are real time)")
+    os.environ["LONGLOOK_ONLY_MODE"] = only or ""  # read by the runner (recheck.check_placed)
+    _enter_rootless(config, "virtual" if only == "virtual" else mode)
     replay = config.getoption("--longlook-replay")
     if replay:
         # Read by harness.schedule.strategies.replayable() when test modules are imported.
@@ -151,6 +163,8 @@ def pytest_configure(config: pytest.Config) -> None:
         # in one line, rather than as a collection error of the first property module.
         config._longlook_targets = _targets(config)
     config.addinivalue_line("markers", "real_time_only(reason): needs the kernel or real CPU time; skipped in --mode virtual")
+    config.addinivalue_line("markers", "plans(**fields): what every example's TransferPlan holds (quic_flows=2), so "
+                                       "the case's time is known before it runs")
     config.addinivalue_line("markers", "slow: long runs or repetitions; fixed @example cases only under the ci profile")
 
 
@@ -262,10 +276,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Chooses each case's mode (--mode virtual skips real-time-only properties;
     auto runs them in real time); marks the recorded findings
     (harness/verdict/findings.py) as strict xfails."""
-    from harness.virtual.recheck import choose_modes
+    from harness.virtual.recheck import choose_modes, keep_only
 
     _keep_shard(config, items)
     choose_modes(items, config.getoption("--mode"))
+    keep_only(config, items, config.getoption("--only-mode"))
     for item in items:
         _count_late_starters(getattr(item, "obj", None))
     from harness.verdict.findings import finding_for

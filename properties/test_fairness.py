@@ -120,6 +120,7 @@ JAIN_BOUND = 0.9
 
 
 @slow
+@pytest.mark.plans(quic_flows=2)
 @example(schedule=KAKHKI)
 @given(schedule=bottlenecks)
 def test_quic_flows_share_fairly(longlook, target, schedule):

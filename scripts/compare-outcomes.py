@@ -10,6 +10,10 @@ own outcome for it is not one value), which are no verdict to compare; both kind
 listed, and a backend that judges a case differently *and* reproducibly still fails.
 
     scripts/compare-outcomes.py local.xml docker.xml --label-a local --label-b docker
+    scripts/compare-outcomes.py check-virtual.xml,check-real.xml local.xml   # a run in parts
+
+A side given as several files joined by commas is one run written in parts (`make
+check`'s two passes, a sharded run); a case in two of them is an error of the input.
 
 CI runs the ci profile locally, through Docker and through `--impl-cmd`, and gates on
 this: a backend that judges differently from the local one is a harness bug (issue 24:
@@ -29,6 +33,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 #: How Hypothesis reports a failure it could not make happen again on the same input.
 UNREPRODUCED = re.compile(r"FlakyFailure|Failed on the first call but did not on a subsequent one")
+
+
+def run_outcomes(spec: str) -> dict[str, str]:
+    """Test id → outcome of one run, from "A.xml" or from its parts "A1.xml,A2.xml"."""
+    out: dict[str, str] = {}
+    for part in filter(None, spec.split(",")):
+        mine = outcomes(Path(part))
+        twice = sorted(set(out) & set(mine))
+        if twice:
+            raise SystemExit(f"compare-outcomes: {part}: {twice[0]} is in an earlier part of {spec} too; "
+                             "give the parts of one run, each case in one of them")
+        out.update(mine)
+    return out
 
 
 def outcomes(path: Path) -> dict[str, str]:
@@ -71,15 +88,15 @@ def _key(test_id: str) -> tuple[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("a", type=Path)
-    ap.add_argument("b", type=Path)
+    ap.add_argument("a", help="run A's JUnit XML file, or its parts joined by commas")
+    ap.add_argument("b", help="run B's, likewise")
     ap.add_argument("--label-a", default="a")
     ap.add_argument("--label-b", default="b")
     ap.add_argument("--b-subset", action="store_true",
                     help="B ran a subset of A's properties (e.g. CI's Docker run): compare the cases B ran; "
                          "a case of A's absent from B is no difference")
     args = ap.parse_args(argv)
-    a, b = outcomes(args.a), outcomes(args.b)
+    a, b = run_outcomes(args.a), run_outcomes(args.b)
     if not a or not b:
         print(f"compare-outcomes: no test case in {args.a if not a else args.b}: nothing was judged")
         return 1

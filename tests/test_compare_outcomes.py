@@ -119,3 +119,22 @@ def test_a_failure_its_own_backend_did_not_repeat_is_undecided_not_different(tmp
     c = _junit(tmp_path, "c.xml", {"test_a[aioquic-newreno]": "failed", "test_b[aioquic-newreno]": "passed"})
     r = _compare(a, c)
     assert r.returncode == 1 and "DIFFERENT: properties.test_x::test_a[aioquic-newreno]: a passed, b failed" in r.stdout
+
+
+def test_a_run_in_parts_is_one_run(tmp_path):
+    """`make check` writes one JUnit file per pass: "A1,A2" is their union, and a
+    case of A's missing from B is still a difference."""
+    v = _junit(tmp_path, "v.xml", {"test_a[aioquic-cubic]": "passed"})
+    r_ = _junit(tmp_path, "r.xml", {"test_b[aioquic-cubic]": "xfailed"})
+    whole = _junit(tmp_path, "w.xml", {"test_a[aioquic-cubic]": "passed", "test_b[aioquic-cubic]": "xfailed"})
+    r = _compare(f"{v},{r_}", whole)
+    assert r.returncode == 0 and "2 cases alike" in r.stdout, r.stdout
+    r = _compare(str(v), whole)
+    assert r.returncode == 1 and "a absent, b xfailed" in r.stdout, r.stdout
+
+
+def test_a_case_in_two_parts_is_refused(tmp_path):
+    v = _junit(tmp_path, "v.xml", {"test_a[aioquic-cubic]": "passed"})
+    again = _junit(tmp_path, "again.xml", {"test_a[aioquic-cubic]": "failed"})
+    r = _compare(f"{v},{again}", v)
+    assert r.returncode != 0 and "in an earlier part" in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -42,3 +42,45 @@ def test_a_bad_shrinking_budget_is_one_line(monkeypatch):
     out = r.stdout + r.stderr
     assert r.returncode == 4 and "ERROR: LONGLOOK_SHRINK_SECONDS='soon': give a whole number of seconds" in out, out
     assert "Traceback" not in out, out
+
+
+def _ids(*args: str) -> set[str]:
+    argv = [sys.executable, "-m", "pytest", "properties/test_fairness.py", "properties/test_window.py",
+            "--collect-only", "-q", "-p", "no:cacheprovider", *args]
+    r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode in (0, 5), r.stdout + r.stderr
+    return {line for line in r.stdout.splitlines() if "::" in line}
+
+
+def test_only_mode_splits_a_run_by_time_and_loses_no_case():
+    """`make check`'s two passes: each case in exactly one of them, the kernel's
+    properties and a plan of two connections on aioquic (one connection in its
+    virtual backend) in the real-time one, the rest in the virtual-time one."""
+    every = _ids("--impl", "aioquic,quinn", "--cc", "newreno")
+    virtual = _ids("--impl", "aioquic,quinn", "--cc", "newreno", "--only-mode", "virtual")
+    real = _ids("--impl", "aioquic,quinn", "--cc", "newreno", "--only-mode", "real")
+    assert virtual | real == every and not virtual & real, (virtual, real)
+    assert any("test_fair_share_against_tcp" in i for i in real)
+    assert not any("test_fair_share_against_tcp" in i for i in virtual)
+    shared = "properties/test_fairness.py::test_quic_flows_share_fairly"
+    assert f"{shared}[aioquic-newreno]" in real and f"{shared}[quinn-newreno]" in virtual, (virtual, real)
+    assert any("test_window.py" in i and "aioquic" in i for i in virtual)
+
+
+def test_only_mode_needs_auto():
+    r = _collect("--impl", "aioquic", "--mode", "real", "--only-mode", "virtual")
+    out = r.stdout + r.stderr
+    assert r.returncode == 4 and "ERROR: --only-mode virtual splits the cases --mode auto places" in out, out
+
+
+def test_an_undeclared_real_time_plan_fails_in_the_virtual_pass(monkeypatch):
+    """The guard behind the split: an example that chooses real time while only the
+    virtual-time cases run fails and says how to declare its plan."""
+    from harness.virtual.recheck import check_placed
+
+    monkeypatch.setenv("LONGLOOK_ONLY_MODE", "virtual")
+    check_placed("virtual")
+    with pytest.raises(pytest.fail.Exception, match=r"declare what its plans hold with @pytest.mark.plans"):
+        check_placed("real")
+    monkeypatch.setenv("LONGLOOK_ONLY_MODE", "real")
+    check_placed("real")

@@ -39,6 +39,7 @@ from hypothesis.errors import UnsatisfiedAssumption
 
 from harness.observe.groundtruth import GroundTruth, read_log
 from harness.run import Example, Inconclusive, RealTimeOnly, Target, mode_for, provenance, run_example
+from harness.virtual.recheck import check_placed
 from harness.schedule import Flow, Schedule, TransferPlan
 from harness.verdict.analysis import transfer_records, transfer_share
 from harness.verdict.blackhole import dark_tail
@@ -299,6 +300,7 @@ class Runner:
             mode = mode_for(target, plan)
         except RealTimeOnly as e:  # --mode virtual asked for what only real time runs
             pytest.skip(f"real time only: {e}")
+        check_placed(mode)
         # Labels (aioquic@1.5.0), so that a replay runs the same releases.
         example = Example(nodeid, target.stack.label, target.cc.name, schedule, plan, timeout_s, mode,
                           target.peer.label if target.peer else None)

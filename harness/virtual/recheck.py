@@ -6,6 +6,7 @@ whether it reproduced there (docs/virtual-time.md)."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -27,11 +28,30 @@ def real_time_reason(item: pytest.Item) -> str | None:
     virtual backend), decided before any example runs; None if it need not."""
     from harness.virtual import supports
 
+    from harness import virtual
+    from harness.schedule.plan import TransferPlan
+
     marker = item.get_closest_marker("real_time_only")
     if marker is not None:
         return marker.args[0] if marker.args else marker.kwargs.get("reason", "needs real time")
     target = getattr(getattr(item, "callspec", None), "params", {}).get("target")
-    return supports(target.stack.name) if target is not None else None
+    if target is None:
+        return None
+    if getattr(target, "peer", None) is not None:
+        return f"a mixed pair ({target.peer.name} receiving) runs in real time"
+    why = virtual.supports(target.stack.name)
+    if why:
+        return why
+    # What every example's plan holds (the `plans` marker) and the target's direction
+    # decide as harness.run.mode_for will, example by example: said here, a case is
+    # placed before it runs, so `--only-mode` can split a run by time.
+    fields = item.get_closest_marker("plans")
+    plan = TransferPlan(**(fields.kwargs if fields else {}), direction=getattr(target, "direction", "download"))
+    try:
+        virtual.check_plan(plan, target.stack.name)
+    except virtual.RealTimeOnly as e:
+        return str(e)
+    return None
 
 
 def choose_modes(items: list[pytest.Item], requested: str) -> None:
@@ -43,6 +63,31 @@ def choose_modes(items: list[pytest.Item], requested: str) -> None:
         if why and requested == "virtual":
             item.add_marker(pytest.mark.skip(reason=f"real time only: {why}"))
         item.stash[MODE] = "real" if why else requested
+
+
+#: `--only-mode`'s values: the cases placed in virtual time, or those in real time.
+ONLY_MODES = ("virtual", "real")
+
+
+def keep_only(config: pytest.Config, items: list[pytest.Item], only: str | None) -> None:
+    """Under --only-mode, deselects the cases placed in the other time. `make check`
+    runs the virtual-time cases two at a time (a virtual clock does not care for a
+    shared CPU) and then the real-time ones alone (a real-time verdict does)."""
+    if not only:
+        return
+    placed = [i for i in items if (i.stash.get(MODE, "auto") == "real") == (only == "real")]
+    config.hook.pytest_deselected(items=[i for i in items if i not in placed])
+    items[:] = placed
+
+
+def check_placed(mode: str) -> None:
+    """Fails the running example if it chose real time in a run of the virtual-time
+    cases only (--only-mode virtual): its property's plan needs real time but does
+    not say so, and it would run beside another case on a shared CPU."""
+    if mode == "real" and os.environ.get("LONGLOOK_ONLY_MODE") == "virtual":
+        pytest.fail("this example's plan needs real time, but its case was placed in virtual time and is "
+                    "running in the virtual-time pass (--only-mode virtual): declare what its plans hold "
+                    "with @pytest.mark.plans(...) on the property (harness/virtual/recheck.py)", pytrace=False)
 
 
 def judged_in(ledger, item: pytest.Item) -> str:
