@@ -21,6 +21,7 @@ from harness.schedule import TransferPlan, strategies
 from harness.verdict import analysis, outcomes
 from harness.verdict.bounds import BETA
 from harness.verdict.deviation import check
+from harness.verdict.growth import growth_slowed_at
 from properties.test_slow_start import EXITS, MIN_RTT_INCREASE_US
 
 #: RFC 9406 §4.3: "The minimum value of CSS_GROWTH_DIVISOR MUST be at least 2."
@@ -154,30 +155,6 @@ MAX_RTT_THRESH_US = 16_000
 #: the exit to congestion avoidance; the first stretch of conservative slow start
 #: counts as the exit.
 DELAY_EXIT_RTTS = 3
-
-
-def growth_slowed_at(obs, trace, t_from_us: float, t_to_us: float, span_us: float) -> float | None:
-    """The start of the first span of `span_us` from `t_from_us` in which the window
-    grew by at most half the bytes newly acknowledged on the wire (at least four
-    datagrams of them): conservative slow start (RFC 9406 §4.2) or congestion
-    avoidance, where the log names neither (tquic)."""
-    series = analysis.cwnd_series(trace)
-    mss = analysis.max_datagram(trace)
-
-    def window_at(t: float) -> int | None:
-        return next((w for s, w, *_ in reversed(series) if s <= t), None)
-
-    t = max(t_from_us, series[0][0]) if series else t_to_us
-    while t + span_us <= t_to_us:
-        w0, w1 = window_at(t), window_at(t + span_us)
-        try:
-            acked = analysis.bytes_newly_acknowledged(obs.wire, t, t + span_us)
-        except Inconclusive:
-            return None
-        if w0 is not None and w1 is not None and acked >= 4 * mss and w1 - w0 <= acked / 2:
-            return t
-        t += span_us
-    return None
 
 
 def standing_queue_since(records, link, queue_us: float, span_us: float) -> float | None:

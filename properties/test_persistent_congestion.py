@@ -17,7 +17,9 @@ from hypothesis import example, given
 from harness.observe.events import Metrics, PacketSent
 from harness.schedule import TransferPlan, handshake, strategies
 from harness.schedule.strategies import BaseLink
-from harness.verdict import analysis, blackhole, outcomes
+from harness import rfc
+from harness.verdict import analysis, blackhole, growth, outcomes
+from harness.verdict.bounds import BETA
 from harness.verdict.deviation import check
 from harness.verdict.runner import HarnessError
 
@@ -184,3 +186,93 @@ def test_min_rtt_resets_after_persistent_congestion(longlook, target, schedule):
             f"{'none' if last is None else f'{last / 1e3:.1f} ms'}, against {old / 1e3:.1f} ms before the outage: "
             f"not reset to a sample taken after it (RFC 9002 §5.2)"
         ), min_rtt_rise_over_extra=((last or 0) - old) / extra_us)
+
+
+#: RFC 9438 §4.8: long enough for slow start, the outage, the slow start back and
+#: more than a second of the congestion avoidance after it on big_bdp_blackholes' links.
+REGROWTH_PLAN = TransferPlan(sizes=(10_000_000,))
+#: The first congestion avoidance stage after the collapse is judged this long at
+#: most (s), and at least REGROWTH_MIN_S of it, or no curve can show.
+REGROWTH_S = 1.5
+REGROWTH_MIN_S = 0.5
+
+
+@example(schedule=strategies.dark(BaseLink(rate_bps=30_000_000, rtt_us=100_000), 0, 1200, 1500))
+@given(schedule=strategies.big_bdp_blackholes())
+def test_cubic_regrows_from_the_window_it_restarts_with(longlook, target, schedule):
+    """RFC 9438 §4.8: after a timeout (in QUIC, the collapse of persistent
+    congestion), "during the first congestion avoidance stage ... K is set to 0, and
+    W_max is set to the congestion window size at the beginning of the current
+    congestion avoidance stage. In addition, for the Reno-friendly region, W_est
+    SHOULD be set to the congestion window size at the beginning of the current
+    congestion avoidance." Both say the stage grows from its own first window
+    W_start: t into it the window stays within the larger of W_start + C·(t + RTT)³
+    datagrams (K = 0) and W_start + (t / RTT + 1) datagrams (W_est, α at most 1), plus
+    two datagrams. A sender that keeps the W_max or W_est it had before the outage
+    climbs back toward that window, concave, far faster. Trigger: a collapse to about
+    kMinimumWindow once the outage began, the slow start after it over, REGROWTH_MIN_S
+    of congestion avoidance with no reduction and data to send, and a curve toward
+    the window before the outage (its W_max lowered by fast convergence, t from the
+    stage's start) that would break the bound by more than two datagrams."""
+    if target.cc.family != "cubic":
+        outcomes.not_applicable(f"a rule of CUBIC; {target.cc.name} is {target.cc.family}")
+    outcomes.require(target, "congestion_window")
+    outcomes.require(target, "smoothed_rtt")
+    # Whether a stack collapses at all is its habit more than the schedule's (several
+    # never do, docs/findings.md): a rare trigger.
+    with outcomes.rare_trigger(), longlook.run(target, schedule, REGROWTH_PLAN, timeout_s=90) as obs:
+        obs.completed()
+        trace = obs.sender
+        mss = analysis.max_datagram(trace)
+        dark_from = schedule.phases[1].start_us
+        cuts = analysis.reductions(trace)
+        collapse = next((c for c in cuts if c.t_us >= dark_from and c.after <= 3 * mss and c.before >= 8 * mss), None)
+        if collapse is None:
+            outcomes.not_exercised("no collapse to about kMinimumWindow once the outage began")
+        series = [(t, c) for t, c, _, _ in analysis.cwnd_series(trace)]
+        # A sender that collapses on a timer inside the outage (picoquic) may do so
+        # again before it regrows: the stage judged follows the last of the chain.
+        for again in (c for c in cuts if c.t_us > collapse.t_us and c.after <= 3 * mss):
+            if any(collapse.t_us < t < again.t_us and w > 8 * mss for t, w in series):
+                break
+            collapse = again
+        prior = next((c for t, c in reversed(series) if t < dark_from), None)
+        rtts = [s for t, s in analysis.smoothed_rtt_us(trace) if t > collapse.t_us]
+        if prior is None or not rtts:
+            outcomes.not_exercised("the sender logged no window before the outage or no smoothed RTT after the collapse")
+        srtt = min(rtts)  # the most round trips: the most Reno-friendly growth allowed
+        sends = analysis.ack_eliciting_sends(obs.wire)
+        last = min(series[-1][0], (sends[-1] if sends else 0.0) - srtt)
+        start = growth.avoidance_starts(obs, trace, collapse.t_us, last, srtt)
+        if start is None:
+            outcomes.not_exercised(f"the slow start after the collapse ({collapse.describe()}) did not end while "
+                                   "the sender had data to send")
+        t0, w_start = start
+        again = next((c.t_us for c in cuts if c.t_us > t0), last)
+        t_end = min(t0 + REGROWTH_S * 1e6, again, last)
+        if t_end - t0 < REGROWTH_MIN_S * 1e6:
+            outcomes.not_exercised(f"{(t_end - t0) / 1e3:.0f} ms of congestion avoidance after the collapse before "
+                                   f"another reduction or the end of the data, under {REGROWTH_MIN_S} s")
+
+        def bound(t_us: float) -> float:
+            into_s = (t_us - t0 + srtt) / 1e6
+            return max(w_start + rfc.CUBIC_C * into_s ** 3 * mss, w_start + ((t_us - t0) / srtt + 1) * mss) + 2 * mss
+
+        stale_w_max = prior * (1 + BETA["cubic"]) / 2
+        stale = rfc.cubic_window((t_end - t0 + srtt) / 1e6, stale_w_max, w_start, mss)
+        if stale <= bound(t_end) + 2 * mss:
+            outcomes.not_exercised(f"a curve toward the window before the outage ({prior} B, W_max "
+                                   f"{stale_w_max:.0f} B) gives {stale:.0f} B after {(t_end - t0) / 1e3:.0f} ms, within "
+                                   f"{2 * mss} B of the bound {bound(t_end):.0f} B: no deviation could show")
+        judged = [(t, c) for t, c in series if t0 < t <= t_end]
+        worst = max(judged, key=lambda tc: tc[1] / bound(tc[0]), default=None)
+        over = worst if worst is not None and worst[1] > bound(worst[0]) else None
+        check(over is None, "regrowth-toward-old-window", lambda: (
+            f"{target.id}: after {collapse.describe()} (persistent congestion; {prior} B before the outage at "
+            f"t={dark_from / 1e6:.3f} s), congestion avoidance began at t={t0 / 1e6:.3f} s with {w_start} B; "
+            f"{(over[0] - t0) / 1e3:.0f} ms into it the window was {over[1]} B, above {bound(over[0]):.0f} B, the "
+            f"larger of W_cubic with K = 0 and W_max = {w_start} B and W_est from {w_start} B (smoothed RTT "
+            f"{srtt / 1e3:.1f} ms) plus two datagrams; a curve toward the old window gives {stale:.0f} B by "
+            f"t={t_end / 1e6:.3f} s (RFC 9438 §4.8)"
+        ), window=over[1] if over else 0, bound=bound(over[0]) if over else 0.0,
+           over_bound=over[1] / bound(over[0]) if over else 0.0)

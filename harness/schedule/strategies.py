@@ -249,6 +249,21 @@ def long_blackholes() -> st.SearchStrategy[Schedule]:
     return st.builds(dark, *LONG_DARK)
 
 
+#: big_bdp_blackholes' draws: links of 190-500 datagrams' BDP, the dark once the first
+#: slow start is over (ms), and long enough for persistent congestion (ms).
+BIG_BDP_DARK = (st.builds(BaseLink, rate_bps=st.sampled_from([30_000_000, 40_000_000]),
+                          rtt_us=st.sampled_from([80_000, 100_000])),
+                seeds, st.integers(min_value=1000, max_value=1600), st.integers(min_value=1000, max_value=2000))
+
+
+@replayable
+def big_bdp_blackholes() -> st.SearchStrategy[Schedule]:
+    """long_blackholes on links with a window of hundreds of datagrams: what the
+    sender does with the window it had before the outage shows in how fast it grows
+    back (RFC 9438 §4.8)."""
+    return st.builds(dark, *BIG_BDP_DARK)
+
+
 def dark_then_longer(base: BaseLink, seed: int, at_ms: int, dark_ms: int, extra_ms: int) -> Schedule:
     """`dark`, and when the data direction comes back the path is `extra_ms` longer
     (half each way): a route change behind the outage, so every RTT sample after it
