@@ -157,12 +157,21 @@ def test_rtt_samples_need_an_ack_eliciting_packet(longlook, target, schedule):
             outcomes.not_exercised("every ACK frame newly acknowledged an ack-eliciting packet")
 
 
+#: RFC 9002 §5.2 lets an endpoint refresh min_rtt ("Endpoints SHOULD NOT refresh the
+#: min_rtt value too often") and gives no rate: read as at most once per this long,
+#: µs, the interval at which BBR re-measures its own minimum (ProbeRTT,
+#: draft-ietf-ccwg-bbr). Outside persistent congestion a rise sooner is a deviation.
+REFRESH_INTERVAL_US = 10_000_000
+
+
 def judge_min_rtt(target_id: str, trace, first_ack_us: float, path_us: float, collapses: list[float]) -> int:
     """Checks min_rtt against the latest_rtt samples logged from the first ACK on
     (earlier values are placeholders: quinn logs its initial RTT as both); returns
-    how many samples there were. A rise of min_rtt is a reset, which §5.2 allows
-    after persistent congestion: only after a collapse to the minimum window."""
-    samples, low, min_rtt, since = 0, None, None, 0.0
+    how many samples there were. A rise of min_rtt is a reset, which §5.2 asks for
+    after persistent congestion (a collapse to the minimum window) and allows as a
+    refresh REFRESH_INTERVAL_US after the first sample or the last refresh; a rise
+    sooner is a refresh too often."""
+    samples, low, min_rtt, since, refreshed = 0, None, None, 0.0, 0.0
     for m in trace.of(Metrics):
         if m.t_us < first_ack_us:
             continue
@@ -174,9 +183,17 @@ def judge_min_rtt(target_id: str, trace, first_ack_us: float, path_us: float, co
                       lambda: f"{target_id}: the first RTT sample, {latest / 1e3:.3f} ms at t={m.t_us / 1e6:.6f} s, "
                               f"left min_rtt at {'nothing' if current is None else f'{current / 1e3:.3f} ms'}",
                       latest_rtt_us=latest, min_rtt_us=current)
-                low = latest
+                low, refreshed = latest, m.t_us
             elif current > min_rtt + SAME_US and any(since <= c <= m.t_us for c in collapses):
                 low = latest  # reset after persistent congestion: the newest sample
+            elif current > min_rtt + SAME_US:
+                after_s = (m.t_us - refreshed) / 1e6
+                check(m.t_us - refreshed >= REFRESH_INTERVAL_US, "min-rtt-refreshed-too-soon", lambda: (
+                    f"{target_id}: min_rtt rose {min_rtt / 1e3:.3f} → {current / 1e3:.3f} ms at t={m.t_us / 1e6:.6f} s "
+                    f"with no persistent congestion since, {after_s:.2f} s after the first sample or the last "
+                    f"refresh; RFC 9002 §5.2: SHOULD NOT refresh the min_rtt too often (read: at most once per "
+                    f"{REFRESH_INTERVAL_US / 1e6:.0f} s)"), refresh_after_s=after_s)
+                low, refreshed = latest, m.t_us  # a refresh: the newest sample
             else:
                 low = min(low, latest)
         if low is not None and current is not None:
@@ -203,7 +220,9 @@ def _collapses(trace) -> list[float]:
 def test_min_rtt_is_the_least_rtt_sample(longlook, target, schedule):
     """RFC 9002 §5.2: min_rtt is set to the first RTT sample, then to the lesser of
     itself and each later sample: it is never above a sample taken since, nor (a
-    broken estimator) below the link's base round trip. Trigger: an RTT sample."""
+    broken estimator) below the link's base round trip. It may rise after persistent
+    congestion, or as a refresh, which "SHOULD NOT" come "too often": at most once per
+    REFRESH_INTERVAL_US. Trigger: an RTT sample."""
     outcomes.require(target, "rtt_samples")
     outcomes.require(target, "min_rtt")
     with longlook.run(target, schedule, PLAN) as obs:

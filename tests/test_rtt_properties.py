@@ -88,7 +88,23 @@ def test_min_rtt_above_a_sample_fails_and_a_reset_after_persistent_congestion_pa
             Metrics(101_000, latest_rtt_us=40_500, min_rtt_us=40_500),
             Metrics(900_000, latest_rtt_us=60_000, min_rtt_us=60_000)]  # reset after the collapse at 500 ms
     assert rtt.judge_min_rtt("x", _trace(*good), 99_000, PATH, [500_000.0]) == 3
-    assert _kind(rtt.judge_min_rtt, "x", _trace(*good), 99_000, PATH, []) == "min-rtt-above-a-sample"
+    # The same rise with no collapse before it is a refresh 0.8 s after the first sample.
+    assert _kind(rtt.judge_min_rtt, "x", _trace(*good), 99_000, PATH, []) == "min-rtt-refreshed-too-soon"
+
+
+def test_a_refresh_is_allowed_once_per_interval():
+    """§5.2's "SHOULD NOT refresh the min_rtt value too often": a rise 10 s after the
+    first sample is a refresh, judged from then on; a second one 2 s later is too soon."""
+    t0 = 100_000
+    later = t0 + rtt.REFRESH_INTERVAL_US
+    once = [Metrics(t0, latest_rtt_us=41_000, min_rtt_us=41_000),
+            Metrics(later, latest_rtt_us=45_000, min_rtt_us=45_000),
+            Metrics(later + 1_000, latest_rtt_us=44_000, min_rtt_us=44_000)]
+    assert rtt.judge_min_rtt("x", _trace(*once), 99_000, PATH, []) == 3
+    stuck = once[:2] + [Metrics(later + 1_000, latest_rtt_us=44_000)]  # min_rtt left above the sample
+    assert _kind(rtt.judge_min_rtt, "x", _trace(*stuck), 99_000, PATH, []) == "min-rtt-above-a-sample"
+    twice = once + [Metrics(later + 2_000_000, latest_rtt_us=50_000, min_rtt_us=50_000)]
+    assert _kind(rtt.judge_min_rtt, "x", _trace(*twice), 99_000, PATH, []) == "min-rtt-refreshed-too-soon"
 
 
 def test_min_rtt_below_the_path_fails():
