@@ -249,3 +249,79 @@ def test_cubic_grows_at_least_as_fast_as_reno_on_small_bdp_links(longlook, targe
             f"stretch: {stretches[0][3]} → {stretches[0][4]} B from t={stretches[0][0] / 1e6:.3f} s to "
             f"{stretches[0][1] / 1e6:.3f} s"
         ), per_rtt=grown / mss / rtts, stretches=len(stretches))
+
+
+#: RFC 9438 §4.3: once W_est reaches cwnd_prior (the window when ssthresh was last
+#: set), "the sender SHOULD set α_cubic to 1". The least growth per round trip that
+#: tells α = 1 from α_cubic ≈ 0.53: halfway between them.
+MIN_ALPHA_ONE = (1 + ALPHA_CUBIC) / 2
+#: A stretch past cwnd_prior shorter than this many round trips is not measured.
+MIN_PAST_PRIOR_RTTS = 10
+
+
+def past_prior_stretches(trace, mss: int) -> list[tuple[float, float, float, int, int, int]]:
+    """(start, end, round trips, window at start, highest window, cwnd_prior) of each
+    stretch from the first window above a cut's `before` (cwnd_prior) plus a datagram
+    until the next cut or the last window logged, window-limited (the flight reached
+    the window less two datagrams), with its round trips counted on the smoothed RTT
+    logged at each moment (a deep queue lengthens them as the window grows)."""
+    series = analysis.cwnd_series(trace)
+    rtts = analysis.smoothed_rtt_us(trace)
+    cuts = analysis.reductions(trace)
+    if not series or not rtts:
+        return []
+    full, cwnd = [], None
+    for m in trace.of(Metrics):
+        cwnd = m.congestion_window if m.congestion_window is not None else cwnd
+        if cwnd is not None and m.bytes_in_flight is not None and m.bytes_in_flight >= cwnd - 2 * mss:
+            full.append(m.t_us)
+
+    def srtt_at(t: float) -> float:
+        return next((r for s, r in reversed(rtts) if s <= t), rtts[0][1])
+
+    out = []
+    for cut, nxt in zip(cuts, [*cuts[1:], None]):
+        end = nxt.t_us if nxt else series[-1][0]
+        inside = [(t, w) for t, w, *_ in series if cut.t_us < t < end]
+        start = next(((t, w) for t, w in inside if w > cut.before + mss), None)
+        if start is None or not any(start[0] <= t < end for t in full):
+            continue
+        points = [start[0]] + [t for t, _ in inside if t > start[0]] + [end]
+        trips = sum((b - a) / srtt_at(a) for a, b in zip(points, points[1:]))
+        if trips >= MIN_PAST_PRIOR_RTTS:
+            out.append((start[0], end, trips, start[1], max(w for t, w in inside if t >= start[0]), cut.before))
+    return out
+
+
+@example(schedule=strategies.small_bdp_then_deep(BaseLink(rate_bps=10_000_000, rtt_us=20_000), 0, 500))
+@given(schedule=strategies.small_bdp_deepening())
+def test_cubic_grows_a_datagram_per_round_trip_past_its_prior_window(longlook, target, schedule):
+    """RFC 9438 §4.3: in the Reno-friendly region W_est grows α_cubic ≈ 0.53 datagram
+    per round trip, and "Once W_est has grown to reach the cwnd at the time of most
+    recently setting ssthresh -- that is, W_est >= cwnd_prior -- the sender SHOULD set
+    α_cubic to 1". On a link of small bandwidth-delay product (CUBIC's curve nearly
+    flat for seconds) whose queue deepens after slow start's overflow, the window
+    regrows past the one it was cut from with nothing dropped: over the window-limited
+    stretch past cwnd_prior (past_prior_stretches), it must grow at least
+    MIN_ALPHA_ONE datagrams per smoothed round trip. Trigger: such a stretch of
+    MIN_PAST_PRIOR_RTTS round trips."""
+    if target.cc.family != "cubic":
+        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}): α_cubic is CUBIC's")
+    outcomes.require(target, "congestion_window")
+    outcomes.require(target, "smoothed_rtt")
+    with longlook.run(target, schedule, SMALL_BDP_PLAN) as obs:
+        obs.completed()
+        trace = obs.sender
+        mss = analysis.max_datagram(trace)
+        stretches = past_prior_stretches(trace, mss)
+        if not stretches:
+            outcomes.not_exercised(f"no window-limited stretch of {MIN_PAST_PRIOR_RTTS} round trips past the "
+                                   "window of the cut before it")
+        start, end, trips, w0, top, prior = max(stretches, key=lambda s: s[2])
+        per_rtt = (top - w0) / mss / trips
+        check(per_rtt >= MIN_ALPHA_ONE, "alpha-not-one-past-prior", lambda: (
+            f"{target.id}: past cwnd_prior ({prior} B, the window of the cut before) the window grew {w0} → {top} B "
+            f"from t={start / 1e6:.3f} s to {end / 1e6:.3f} s, {trips:.0f} round trips: {per_rtt:.2f} datagram "
+            f"per round trip; with α_cubic = 1 (RFC 9438 §4.3, SHOULD once W_est ≥ cwnd_prior) the Reno-friendly "
+            f"region grows 1, with {ALPHA_CUBIC:.2f} it grows that; at least {MIN_ALPHA_ONE:.2f} is required"
+        ), per_rtt=per_rtt)

@@ -70,6 +70,8 @@ CASES = [
      "tests.mutants.no_reno_friendly:NoRenoFriendly", "slower-than-reno"),
     ("properties/test_hystart.py::test_slow_start_ends_on_the_delay_increase_before_any_loss",
      "tests.mutants.cubic_no_delay_exit:CubicNoDelayExit", "no-delay-based-exit"),
+    ("properties/test_congestion_avoidance.py::test_cubic_grows_a_datagram_per_round_trip_past_its_prior_window",
+     "tests.mutants.cubic_alpha_never_one:CubicAlphaNeverOne", "alpha-not-one-past-prior"),
 ]
 #: Rules of CUBIC alone: stock NewReno is not applicable to them, so stock CUBIC, whose
 #: verdict is given beside each (stock aioquic restarts its window after a pause, so
@@ -82,7 +84,10 @@ CUBIC_ONLY = {"properties/test_congestion_avoidance.py::test_cubic_clock_stops_w
               ("aioquic", "passed"),
               # Stock aioquic CUBIC fails it (F90); quinn's CUBIC is judged and passes.
               "properties/test_persistent_congestion.py::test_cubic_regrows_from_the_window_it_restarts_with":
-              ("quinn", "passed")}
+              ("quinn", "passed"),
+              # aioquic's W_est grows a datagram per round trip throughout.
+              "properties/test_congestion_avoidance.py::test_cubic_grows_a_datagram_per_round_trip_past_its_prior_window":
+              ("aioquic", "passed")}
 #: Rules stock aioquic never meets the trigger of: it floors its RTT samples at 1 ms, so
 #: 9/8 of its RTT never falls below kGranularity (not exercised); stock quinn NewReno,
 #: which does not floor them, is judged and passes: (stack, controller, outcome).

@@ -344,6 +344,22 @@ def small_bdp() -> st.SearchStrategy[Schedule]:
     return st.builds(lambda b, seed: b.schedule(seed), SMALL_BDP_LINKS, seeds)
 
 
+def small_bdp_then_deep(base: BaseLink, seed: int, deep_at_ms: int) -> Schedule:
+    """`base` with a one-BDP queue that overflows in slow start, then, from `deep_at_ms`,
+    a queue of REORDER_QUEUE_BDP: congestion avoidance grows past the window of its
+    last cut with nothing dropped for seconds."""
+    shallow, deep = base.settings(), base.settings(REORDER_QUEUE_BDP)
+    return Schedule(seed=seed, phases=(Phase(0, shallow, shallow), Phase(deep_at_ms * 1000, deep, deep)))
+
+
+@replayable
+def small_bdp_deepening() -> st.SearchStrategy[Schedule]:
+    """SMALL_BDP_LINKS whose shallow queue deepens 400-700 ms in, after slow start's
+    overflow: the window regrows past the one it was cut from (RFC 9438 §4.3's
+    cwnd_prior) and keeps growing in the Reno-friendly region."""
+    return st.builds(small_bdp_then_deep, SMALL_BDP_LINKS, seeds, st.integers(min_value=400, max_value=700))
+
+
 @replayable
 def deep_clean() -> st.SearchStrategy[Schedule]:
     """No impairment, and a queue of REORDER_QUEUE_BDP: slow start's growing flight
