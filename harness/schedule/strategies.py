@@ -208,104 +208,6 @@ def rate_changes(base: BaseLink | None = None) -> st.SearchStrategy[Schedule]:
 
 
 @replayable
-def blackholes(base: BaseLink | None = None) -> st.SearchStrategy[Schedule]:
-    """The data direction goes dark for a while (tail loss, PTOs, persistent
-    congestion when long enough), then comes back."""
-    def build(b: BaseLink, seed: int, at_ms: int, dark_ms: int) -> Schedule:
-        dark = replace(b.settings(), blackhole=True)
-        phases = [
-            Phase(start_us=at_ms * 1000, c2s=b.settings(), s2c=dark),
-            Phase(start_us=(at_ms + dark_ms) * 1000, c2s=b.settings(), s2c=b.settings()),
-        ]
-        return b.schedule(seed, phases=phases)
-
-    return st.builds(
-        build, st.just(base) if base else base_links, seeds,
-        st.integers(min_value=100, max_value=1500), st.integers(min_value=10, max_value=3000),
-    )
-
-
-def dark(base: BaseLink, seed: int, at_ms: int, dark_ms: int) -> Schedule:
-    """A clean link whose data direction is a blackhole from `at_ms` for `dark_ms`."""
-    clean = base.settings()
-    return Schedule(seed=seed, phases=(
-        Phase(0, clean, clean),
-        Phase(at_ms * 1000, clean, replace(clean, blackhole=True)),
-        Phase((at_ms + dark_ms) * 1000, clean, clean),
-    ))
-
-
-#: long_blackholes' draws: links, seeds, when the data direction goes dark (ms, after
-#: slow start of a few MB) and for how long (ms).
-LONG_DARK = (st.builds(BaseLink, rate_bps=st.sampled_from([20_000_000, 10_000_000]),
-                       rtt_us=st.sampled_from([40_000, 20_000])),
-             seeds, st.integers(min_value=500, max_value=800), st.integers(min_value=1000, max_value=3000))
-
-
-@replayable
-def long_blackholes() -> st.SearchStrategy[Schedule]:
-    """The data direction goes dark mid-transfer of a few MB (after slow start), for
-    1 to 3 s: long enough for persistent congestion and several PTOs in a row."""
-    return st.builds(dark, *LONG_DARK)
-
-
-#: big_bdp_blackholes' draws: links of 190-500 datagrams' BDP, the dark once the first
-#: slow start is over (ms), and long enough for persistent congestion (ms).
-BIG_BDP_DARK = (st.builds(BaseLink, rate_bps=st.sampled_from([30_000_000, 40_000_000]),
-                          rtt_us=st.sampled_from([80_000, 100_000])),
-                seeds, st.integers(min_value=1000, max_value=1600), st.integers(min_value=1000, max_value=2000))
-
-
-@replayable
-def big_bdp_blackholes() -> st.SearchStrategy[Schedule]:
-    """long_blackholes on links with a window of hundreds of datagrams: what the
-    sender does with the window it had before the outage shows in how fast it grows
-    back (RFC 9438 §4.8)."""
-    return st.builds(dark, *BIG_BDP_DARK)
-
-
-def dark_then_longer(base: BaseLink, seed: int, at_ms: int, dark_ms: int, extra_ms: int) -> Schedule:
-    """`dark`, and when the data direction comes back the path is `extra_ms` longer
-    (half each way): a route change behind the outage, so every RTT sample after it
-    exceeds every one before."""
-    outage = dark(base, seed, at_ms, dark_ms)
-    light = outage.phases[2]
-    longer = replace(light.s2c, delay_us=light.s2c.delay_us + extra_ms * 500)
-    return replace(outage, phases=(*outage.phases[:2], replace(light, c2s=longer, s2c=longer)))
-
-
-@replayable
-def blackholes_then_longer() -> st.SearchStrategy[Schedule]:
-    """long_blackholes' outages (persistent congestion) followed by a path 20 to 60 ms
-    longer."""
-    return st.builds(dark_then_longer, *LONG_DARK, st.integers(min_value=20, max_value=60))
-
-
-def ack_gap(base: BaseLink, seed: int, at_ms: int, gap_ms: int) -> Schedule:
-    """A clean link whose acknowledgement direction (client → server) is dark from
-    `at_ms` for `gap_ms`: the first ACK after the gap acknowledges everything the
-    client received meanwhile, which opens the sender's window at once."""
-    clean = base.settings()
-    return Schedule(seed=seed, phases=(
-        Phase(0, clean, clean),
-        Phase(at_ms * 1000, replace(clean, blackhole=True), clean),
-        Phase((at_ms + gap_ms) * 1000, clean, clean),
-    ))
-
-
-@replayable
-def ack_gaps() -> st.SearchStrategy[Schedule]:
-    """Compressed acknowledgements: the ACK direction goes dark mid-transfer for a
-    tenth of an RTT to four RTTs, after slow start has grown the window past the
-    initial one. What a sender without pacing then sends is one burst."""
-    return st.builds(
-        lambda b, seed, at_ms, rtts: ack_gap(b, seed, at_ms, max(1, int(rtts * b.rtt_us / 1000))),
-        base_links, seeds, st.integers(min_value=200, max_value=600),
-        st.sampled_from([1.0, 0.5, 2.0, 4.0, 0.1]),
-    )
-
-
-@replayable
 def combinations(base: BaseLink | None = None) -> st.SearchStrategy[Schedule]:
     """Loss, shallow reordering and jitter together."""
     def build(b: BaseLink, seed: int, loss, drops, holds_: list[Action], jitter_us: int) -> Schedule:
@@ -431,3 +333,19 @@ def sub_granularity_delays() -> st.SearchStrategy[Schedule]:
                       st.integers(min_value=6, max_value=160), SUB_MS_EXTRA)
     return st.builds(lambda b, seed, acts: b.schedule(seed, actions=sorted(acts, key=lambda a: a.index)),
                      SUB_MS_LINKS, seeds, st.lists(delay, min_size=1, max_size=12, unique_by=lambda a: a.index))
+
+
+# The outages (harness/schedule/outages.py) live apart to keep this module short; they
+# are strategies like the rest, and properties name them here.
+from harness.schedule.outages import (  # noqa: E402,F401
+    BIG_BDP_DARK,
+    LONG_DARK,
+    ack_gap,
+    ack_gaps,
+    big_bdp_blackholes,
+    blackholes,
+    blackholes_then_longer,
+    dark,
+    dark_then_longer,
+    long_blackholes,
+)
