@@ -257,6 +257,12 @@ def test_cubic_grows_at_least_as_fast_as_reno_on_small_bdp_links(longlook, targe
 MIN_ALPHA_ONE = (1 + ALPHA_CUBIC) / 2
 #: A stretch past cwnd_prior shorter than this many round trips is not measured.
 MIN_PAST_PRIOR_RTTS = 10
+#: A window held this many round trips or more without a change is a pause for some
+#: other reason (flow control, a cap, too little data: ngtcp2 held 18 round trips in
+#: one real-time run), not growth at some α: left out of the round trips counted. A
+#: sender that grows a datagram less often than this has its stretch left out too,
+#: and ends not exercised, never passed.
+HELD_RTTS = 8
 
 
 def past_prior_stretches(trace, mss: int) -> list[tuple[float, float, float, int, int, int]]:
@@ -264,7 +270,8 @@ def past_prior_stretches(trace, mss: int) -> list[tuple[float, float, float, int
     stretch from the first window above a cut's `before` (cwnd_prior) plus a datagram
     until the next cut or the last window logged, window-limited (the flight reached
     the window less two datagrams), with its round trips counted on the smoothed RTT
-    logged at each moment (a deep queue lengthens them as the window grows)."""
+    logged at each moment (a deep queue lengthens them as the window grows), less the
+    spells of HELD_RTTS or more in which the window did not change."""
     series = analysis.cwnd_series(trace)
     rtts = analysis.smoothed_rtt_us(trace)
     cuts = analysis.reductions(trace)
@@ -287,7 +294,7 @@ def past_prior_stretches(trace, mss: int) -> list[tuple[float, float, float, int
         if start is None or not any(start[0] <= t < end for t in full):
             continue
         points = [start[0]] + [t for t, _ in inside if t > start[0]] + [end]
-        trips = sum((b - a) / srtt_at(a) for a, b in zip(points, points[1:]))
+        trips = sum(n for n in ((b - a) / srtt_at(a) for a, b in zip(points, points[1:])) if n < HELD_RTTS)
         if trips >= MIN_PAST_PRIOR_RTTS:
             out.append((start[0], end, trips, start[1], max(w for t, w in inside if t >= start[0]), cut.before))
     return out
