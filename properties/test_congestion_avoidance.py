@@ -332,3 +332,4 @@ def test_cubic_grows_a_datagram_per_round_trip_past_its_prior_window(longlook, t
             f"per round trip; with α_cubic = 1 (RFC 9438 §4.3, SHOULD once W_est ≥ cwnd_prior) the Reno-friendly "
             f"region grows 1, with {ALPHA_CUBIC:.2f} it grows that; at least {MIN_ALPHA_ONE:.2f} is required"
         ), per_rtt=per_rtt)
+

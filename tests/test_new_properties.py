@@ -72,6 +72,10 @@ CASES = [
      "tests.mutants.cubic_no_delay_exit:CubicNoDelayExit", "no-delay-based-exit"),
     ("properties/test_congestion_avoidance.py::test_cubic_grows_a_datagram_per_round_trip_past_its_prior_window",
      "tests.mutants.cubic_alpha_never_one:CubicAlphaNeverOne", "alpha-not-one-past-prior"),
+    ("properties/test_cubic_epochs.py::test_cubic_heads_for_a_lowered_plateau_after_a_smaller_window",
+     "tests.mutants.cubic_no_fast_convergence:CubicNoFastConvergence", "above-lowered-curve"),
+    ("properties/test_cubic_epochs.py::test_cubic_undoes_a_cut_only_when_its_losses_were_spurious",
+     "tests.mutants.cubic_undo_every_cut:CubicUndoEveryCut", "undo-of-real-loss"),
 ]
 #: Rules of CUBIC alone: stock NewReno is not applicable to them, so stock CUBIC, whose
 #: verdict is given beside each (stock aioquic restarts its window after a pause, so
@@ -87,7 +91,13 @@ CUBIC_ONLY = {"properties/test_congestion_avoidance.py::test_cubic_clock_stops_w
               ("quinn", "passed"),
               # aioquic's W_est grows a datagram per round trip throughout.
               "properties/test_congestion_avoidance.py::test_cubic_grows_a_datagram_per_round_trip_past_its_prior_window":
+              ("aioquic", "passed"),
+              "properties/test_cubic_epochs.py::test_cubic_heads_for_a_lowered_plateau_after_a_smaller_window":
               ("aioquic", "passed")}
+#: Rules of CUBIC with no stock stack to pass them in virtual time: no stack here
+#: undoes a cut only after spurious losses (quiche undoes real ones: F92; the others
+#: never undo, so they are not exercised). Their mutant above still fails them.
+CUBIC_WITHOUT_STOCK_PASS = {"properties/test_cubic_epochs.py::test_cubic_undoes_a_cut_only_when_its_losses_were_spurious"}
 #: Rules stock aioquic never meets the trigger of: it floors its RTT samples at 1 ms, so
 #: 9/8 of its RTT never falls below kGranularity (not exercised); stock quinn NewReno,
 #: which does not floor them, is judged and passes: (stack, controller, outcome).
@@ -131,7 +141,7 @@ PLANTED_FIXES = {"properties/test_persistent_congestion.py::test_min_rtt_resets_
 
 @pytest.mark.slow
 @pytest.mark.parametrize("node", sorted({c[0] for c in CASES} - set(STOCK_FINDINGS) - set(CUBIC_ONLY)
-                                         - set(STOCK_ELSEWHERE)),
+                                         - set(STOCK_ELSEWHERE) - CUBIC_WITHOUT_STOCK_PASS),
                          ids=lambda n: n.split("::")[1])
 def test_stock_newreno_passes_the_property(node, tmp_path):
     r = _run(node, "newreno", tmp_path / "art")

@@ -108,3 +108,24 @@ def ack_gaps() -> st.SearchStrategy[Schedule]:
         base_links, seeds, st.integers(min_value=200, max_value=600),
         st.sampled_from([1.0, 0.5, 2.0, 4.0, 0.1]),
     )
+
+
+def rate_halved(base: BaseLink, seed: int, at_ms: int) -> Schedule:
+    """A clean link with a one-BDP queue whose data direction's rate halves at `at_ms`
+    (a second flow arriving, from this flow's side): the next overflow comes at a
+    smaller window than the last."""
+    clean = base.settings()
+    return Schedule(seed=seed, phases=(
+        Phase(0, clean, clean),
+        Phase(at_ms * 1000, clean, replace(clean, rate_bps=base.rate_bps // 2)),
+    ))
+
+
+@replayable
+def rate_halvings() -> st.SearchStrategy[Schedule]:
+    """rate_halved on links of hundreds of datagrams' BDP, after slow start's first
+    overflow: two reductions in a row, the second from a window well below the first
+    (RFC 9438 §4.7's fast convergence lowers the plateau the curve heads for)."""
+    return st.builds(rate_halved, st.builds(BaseLink, rate_bps=st.sampled_from([30_000_000, 40_000_000]),
+                                            rtt_us=st.sampled_from([60_000, 80_000])),
+                     seeds, st.integers(min_value=900, max_value=1400))

@@ -348,4 +348,6 @@ from harness.schedule.outages import (  # noqa: E402,F401
     dark,
     dark_then_longer,
     long_blackholes,
+    rate_halved,
+    rate_halvings,
 )

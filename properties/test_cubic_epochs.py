@@ -1,0 +1,154 @@
+"""CUBIC's epochs after a cut (RFC 9438 §4.7, §4.9): where the curve heads after a cut
+from a window smaller than the last one (fast convergence), and when a cut may be
+undone (only a congestion event found spurious).
+
+Both run on rate_halvings: a link of hundreds of datagrams' bandwidth-delay product
+whose data direction's rate halves after slow start's first overflow, so the next
+overflow comes from a smaller window, and every loss is a real drop the link's ground
+truth records.
+"""
+
+from __future__ import annotations
+
+from hypothesis import example, given
+
+from harness import rfc
+from harness.observe.join import join
+from harness.observe.reductions import reductions_with_cause, undone
+from harness.run import Inconclusive
+from harness.schedule import TransferPlan, strategies
+from harness.schedule.strategies import BaseLink
+from harness.verdict import analysis, outcomes
+from harness.verdict.bounds import BETA
+from harness.verdict.deviation import check
+
+
+#: RFC 9438 §4.7: long enough for slow start, a cut, the rate halving and a second
+#: cut, and two seconds of the curve after it on rate_halvings' links.
+FC_PLAN = TransferPlan(sizes=(12_000_000,))
+#: After the second cut the curve is judged this long at most (s), at least FC_MIN_S.
+FC_S = 2.0
+FC_MIN_S = 0.5
+#: The second cut's window below this share of the first's: fast convergence applies
+#: whatever W_max the first cut left (the window, or (1 + β) / 2 of it).
+FC_BELOW = (1 + BETA["cubic"]) / 2
+
+
+@example(schedule=strategies.rate_halved(BaseLink(rate_bps=40_000_000, rtt_us=80_000), 0, 1000))
+@given(schedule=strategies.rate_halvings())
+def test_cubic_heads_for_a_lowered_plateau_after_a_smaller_window(longlook, target, schedule):
+    """RFC 9438 §4.7: "the following 'Fast Convergence' mechanism SHOULD be
+    implemented": at a congestion event with cwnd below W_max, W_max becomes
+    cwnd × (1 + β_cubic) / 2, so the curve after the cut heads for a plateau below the
+    window the event came at. The rate halves after a first cut, and the second cut
+    comes from a window under FC_BELOW of the first's. After it, within FC_S, the
+    window stays within the larger of W_cubic toward that lowered W_max (t + RTT,
+    from the cut) and W_est (α at most 1 a round trip), plus half the way to the curve
+    toward the cut's own window (two datagrams at least). Trigger:
+    such a pair of cuts, FC_MIN_S of congestion avoidance after the second with no
+    other cut and data to send, and a curve toward the window of the second cut
+    itself (no fast convergence) that would break the bound by more than two
+    datagrams."""
+    if target.cc.family != "cubic":
+        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}): fast convergence is CUBIC's")
+    outcomes.require(target, "congestion_window")
+    outcomes.require(target, "smoothed_rtt")
+    # The second, smaller cut depends on where the stack's window stood when the
+    # rate halved: a rare trigger.
+    with outcomes.rare_trigger(), longlook.run(target, schedule, FC_PLAN, timeout_s=90) as obs:
+        obs.completed()
+        trace = obs.sender
+        mss = analysis.max_datagram(trace)
+        every = analysis.reductions(trace)
+        # Not collapses, and not a cut the sender undid: its curve was abandoned (an
+        # undo is judged by the property below).
+        gone = {every[i] for i in undone(trace)}
+        cuts = [c for c in every if c.after > 3 * mss and c not in gone]
+        pairs = [(a, b) for a, b in zip(cuts, cuts[1:]) if b.before < FC_BELOW * a.before and b.before >= 8 * mss]
+        if not pairs:
+            outcomes.not_exercised(f"no cut from a window under {FC_BELOW:.2f} of the cut before it")
+        series = [(t, c) for t, c, _, _ in analysis.cwnd_series(trace)]
+        sends = analysis.ack_eliciting_sends(obs.wire)
+        stages = []  # (first cut, second cut, srtt, t_end) of each pair with a stage long enough
+        for first, cut in pairs:
+            rtts = [r for t, r in analysis.smoothed_rtt_us(trace) if t > cut.t_us]
+            if not rtts:
+                continue
+            srtt = min(rtts)  # the most round trips: the most Reno-friendly growth allowed
+            last = min(series[-1][0], (sends[-1] if sends else 0.0) - srtt)
+            again = next((c.t_us for c in every if c.t_us > cut.t_us), last)
+            t_end = min(cut.t_us + FC_S * 1e6, again, last)
+            if t_end - cut.t_us >= FC_MIN_S * 1e6:
+                stages.append((first, cut, srtt, t_end))
+        if not stages:
+            outcomes.not_exercised(f"each cut from a smaller window was followed by another (or the end of the "
+                                   f"data) within {FC_MIN_S} s")
+        first, cut, srtt, t_end = stages[0]
+        t0 = cut.t_us
+        lowered = cut.before * FC_BELOW
+
+        def toward(w_max: float, t_us: float) -> float:
+            return rfc.cubic_window((t_us - t0 + srtt) / 1e6, w_max, cut.after, mss)
+
+        def bound(t_us: float) -> float:
+            # Halfway to the unlowered curve (two datagrams at least): a stack's own
+            # C, β or clock shifts its curve a little; a missing fast convergence
+            # puts it on the other one.
+            curve = toward(lowered, t_us)
+            margin = max(2 * mss, (toward(cut.before, t_us) - curve) / 2)
+            return max(curve, cut.after + ((t_us - t0) / srtt + 1) * mss) + margin
+
+        unlowered = toward(cut.before, t_end)
+        if unlowered <= bound(t_end) + 2 * mss:
+            outcomes.not_exercised(f"a curve toward the second cut's own window ({cut.before} B) gives "
+                                   f"{unlowered:.0f} B after {(t_end - t0) / 1e3:.0f} ms, within {2 * mss} B of "
+                                   f"the bound {bound(t_end):.0f} B: no deviation could show")
+        judged = [(t, c) for t, c in series if t0 < t <= t_end]
+        worst = max(judged, key=lambda tc: tc[1] / bound(tc[0]), default=None)
+        over = worst if worst is not None and worst[1] > bound(worst[0]) else None
+        check(over is None, "above-lowered-curve", lambda: (
+            f"{target.id}: after {first.describe()} the rate halved, and {cut.describe()} came from under "
+            f"{FC_BELOW:.2f} of the first; {(over[0] - t0) / 1e3:.0f} ms after it the window was {over[1]} B, "
+            f"above {bound(over[0]):.0f} B, the larger of W_cubic toward the lowered W_max {lowered:.0f} B and "
+            f"W_est (smoothed RTT {srtt / 1e3:.1f} ms) plus half the way to the curve toward {cut.before} B, which gives "
+            f"{unlowered:.0f} B by t={t_end / 1e6:.3f} s (RFC 9438 §4.7: fast convergence)"
+        ), window=over[1] if over else 0, over_bound=over[1] / bound(over[0]) if over else 0.0)
+
+
+#: What an undone cut's losses may be: RFC 9438 §4.9 undoes a congestion event found
+#: spurious; reductions_with_cause names a cause "spurious" when every loss declared
+#: for it was a packet the link delivered (reordered or delayed).
+SPURIOUS = "spurious"
+
+
+@example(schedule=strategies.rate_halved(BaseLink(rate_bps=40_000_000, rtt_us=80_000), 0, 1000))
+@given(schedule=strategies.rate_halvings())
+def test_cubic_undoes_a_cut_only_when_its_losses_were_spurious(longlook, target, schedule):
+    """RFC 9438 §4.9.2: "Once the previously declared packet loss is confirmed to be
+    spurious, CUBIC MAY restore the original values" of its state: an undo is for a
+    congestion event whose losses were not losses. A cut the sender undid (the
+    window back, in one update, to where the cut began: reductions.undone) must have
+    had only spurious losses behind it: every packet declared lost for it delivered
+    by the link (reductions_with_cause, joined by packet number through the
+    decrypted capture). On rate_halvings every loss is a queue's real drop. Trigger:
+    an undone cut."""
+    if target.cc.family != "cubic":
+        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}): RFC 9438 §4.9's undo is CUBIC's")
+    outcomes.require(target, "congestion_window")
+    with outcomes.rare_trigger(), longlook.run(target, schedule, FC_PLAN, timeout_s=90) as obs:
+        obs.completed()
+        trace = obs.sender
+        gone = sorted(undone(trace))
+        if not gone:
+            outcomes.not_exercised("the sender undid no cut")
+        try:
+            joined = join(obs.wire, obs.ground_truth)
+        except Inconclusive:
+            joined = None  # matched by time instead
+        causes = reductions_with_cause(trace, obs.ground_truth, joined)
+        real = [causes[i] for i in gone if causes[i].cause != SPURIOUS]
+        check(not real, "undo-of-real-loss", lambda: (
+            f"{target.id}: {len(real)} of {len(gone)} cut(s) undone although the link really dropped the packets "
+            f"behind them; the first: {real[0].describe()}, then the window was restored in one update (RFC 9438 "
+            f"§4.9.2: the original values MAY be restored once the loss is confirmed spurious)"
+        ), undone=len(gone), real=len(real))
