@@ -13,19 +13,12 @@ Bounds keep one example to a few seconds: transfers of about 1 MB on links of
 
 from __future__ import annotations
 
-import functools
-import json
-import os
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 
 from hypothesis import strategies as st
 
-from harness import rfc
-
 from harness.schedule.types import (
     Action,
-    FlowSelector,
     GilbertElliottLoss,
     IidLoss,
     LinkSettings,
@@ -33,60 +26,18 @@ from harness.schedule.types import (
     Schedule,
 )
 
-#: kPacketThreshold (RFC 9002 §6.1.1): reordering by fewer packets is not loss.
-K_PACKET_THRESHOLD = rfc.K_PACKET_THRESHOLD
-QUIC = FlowSelector("udp")
-MTU = 1500
-#: Set by the pytest plugin's --longlook-replay: every strategy then yields the saved
-#: schedule, so a failure re-runs exactly.
-REPLAY_ENV = "LONGLOOK_REPLAY"
-
-
-def replayable(builder):
-    """Makes a strategy builder yield the schedule saved in $LONGLOOK_REPLAY, if set."""
-    @functools.wraps(builder)
-    def wrapper(*args, **kwargs):
-        saved = os.environ.get(REPLAY_ENV)
-        if saved:
-            example = json.loads((Path(saved) / "example.json").read_text())
-            return st.just(Schedule.from_json(example["schedule"]))
-        return builder(*args, **kwargs)
-
-    return wrapper
-
-
-@dataclass(frozen=True)
-class BaseLink:
-    """The clean link an example's impairments are laid on."""
-
-    rate_bps: int = 20_000_000
-    rtt_us: int = 40_000
-
-    @property
-    def bdp_bytes(self) -> int:
-        return self.rate_bps * self.rtt_us // 8_000_000
-
-    def settings(self, queue_bdp: float = 1.0, **extra) -> LinkSettings:
-        """Both directions' settings: rate, half the RTT each way, a queue of
-        `queue_bdp` BDPs (at least 10 packets)."""
-        queue = max(int(self.bdp_bytes * queue_bdp), 10 * MTU)
-        return LinkSettings(rate_bps=self.rate_bps, delay_us=self.rtt_us // 2, queue_bytes=queue, **extra)
-
-    def schedule(self, seed: int, s2c: LinkSettings | None = None, actions=(), phases=(),
-                 queue_bdp: float = 1.0) -> Schedule:
-        clean = self.settings(queue_bdp)
-        first = Phase(start_us=0, c2s=clean, s2c=s2c or clean)
-        return Schedule(seed=seed, phases=(first, *phases), actions=tuple(actions))
-
-
-base_links = st.builds(
+# The links, seeds and replay hook (harness/schedule/links.py), named here as before.
+from harness.schedule.links import (  # noqa: F401
+    K_PACKET_THRESHOLD,
+    MTU,
+    QUIC,
+    REPLAY_ENV,
     BaseLink,
-    rate_bps=st.sampled_from([20_000_000, 10_000_000, 50_000_000]),
-    rtt_us=st.sampled_from([40_000, 20_000, 80_000]),
+    base_links,
+    data_indices,
+    replayable,
+    seeds,
 )
-seeds = st.integers(min_value=0, max_value=2**16)
-#: Data packet indices of the QUIC flow, after the handshake and early slow start.
-data_indices = st.integers(min_value=20, max_value=600)
 
 
 def holds(k_max: int) -> st.SearchStrategy[Action]:
@@ -343,6 +294,8 @@ from harness.schedule.outages import (  # noqa: E402,F401
     ack_gap,
     ack_gaps,
     big_bdp_blackholes,
+    big_bdp_deepening,
+    big_bdp_then_deep,
     blackholes,
     blackholes_then_longer,
     dark,
