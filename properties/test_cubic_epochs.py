@@ -1,11 +1,12 @@
-"""CUBIC's epochs after a cut (RFC 9438 §4.7, §4.9): where the curve heads after a cut
-from a window smaller than the last one (fast convergence), and when a cut may be
-undone (only a congestion event found spurious).
+"""CUBIC's epochs after a cut (RFC 9438 §4.7, §4.9, §5.1): where the curve heads after
+a cut from a window smaller than the last one (fast convergence), when a cut may be
+undone (only a congestion event found spurious), and how steep the curve is (C).
 
-Both run on rate_halvings: a link of hundreds of datagrams' bandwidth-delay product
-whose data direction's rate halves after slow start's first overflow, so the next
-overflow comes from a smaller window, and every loss is a real drop the link's ground
-truth records.
+The first two run on rate_halvings: a link of hundreds of datagrams' bandwidth-delay
+product whose data direction's rate halves after slow start's first overflow, so the
+next overflow comes from a smaller window, and every loss is a real drop the link's
+ground truth records. The third runs on big_bdp_deepening: the same links, whose
+queue deepens after the first overflow so the curve runs for seconds.
 """
 
 from __future__ import annotations
@@ -152,3 +153,73 @@ def test_cubic_undoes_a_cut_only_when_its_losses_were_spurious(longlook, target,
             f"behind them; the first: {real[0].describe()}, then the window was restored in one update (RFC 9438 "
             f"§4.9.2: the original values MAY be restored once the loss is confirmed spurious)"
         ), undone=len(gone), real=len(real))
+
+
+#: RFC 9438 §5.1: "C SHOULD be set to 0.4". The curve judged against is twice as
+#: steep, its clock a whole (longest) round trip ahead: a stack's own clock, RTT or
+#: fast convergence moves its curve a little; a constant far above 0.4 puts it above.
+C_STEEPEST = 2 * rfc.CUBIC_C
+#: Slow start, the first cut, then seconds of the curve on a deep queue.
+C_PLAN = TransferPlan(sizes=(16_000_000,))
+#: The curve after a cut is judged this long at most (s), and at least C_MIN_S of it.
+C_S = 3.0
+C_MIN_S = 1.0
+
+
+@example(schedule=strategies.big_bdp_then_deep(BaseLink(rate_bps=40_000_000, rtt_us=80_000), 0, 1300))
+@given(schedule=strategies.big_bdp_deepening())
+def test_cubic_curve_is_no_steeper_than_its_constant(longlook, target, schedule):
+    """RFC 9438 §5.1: "C SHOULD be set to 0.4" (with β_cubic 0.7 it keeps CUBIC as
+    fair to Reno as intended). After a cut with nothing dropped for seconds (a queue
+    deepened to eight BDPs), the window stays within the larger of the curve from the
+    cut toward the window it began from with C_STEEPEST (t + the longest smoothed
+    RTT) and W_est (α at most 1), plus two datagrams. Only a constant far above 0.4
+    shows: the upper side of the rule. Trigger: a cut (not a collapse, not undone)
+    followed by C_MIN_S with no other cut and data to send, long enough for the two
+    curves (C and C_STEEPEST) to part by four datagrams."""
+    if target.cc.family != "cubic":
+        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}): C is CUBIC's")
+    outcomes.require(target, "congestion_window")
+    outcomes.require(target, "smoothed_rtt")
+    with outcomes.rare_trigger(), longlook.run(target, schedule, C_PLAN, timeout_s=90) as obs:
+        obs.completed()
+        trace = obs.sender
+        mss = analysis.max_datagram(trace)
+        every = analysis.reductions(trace)
+        gone = {every[i] for i in undone(trace)}
+        series = [(t, c) for t, c, _, _ in analysis.cwnd_series(trace)]
+        sends = analysis.ack_eliciting_sends(obs.wire)
+        stage = None
+        for cut in (c for c in every if c.after > 3 * mss and c not in gone):
+            rtts = [r for t, r in analysis.smoothed_rtt_us(trace) if t > cut.t_us]
+            if not rtts:
+                continue
+            last = min(series[-1][0], (sends[-1] if sends else 0.0) - min(rtts))
+            again = next((c.t_us for c in every if c.t_us > cut.t_us), last)
+            t_end = min(cut.t_us + C_S * 1e6, again, last)
+            if t_end - cut.t_us >= C_MIN_S * 1e6:
+                stage = cut, min(rtts), max(r for t, r in analysis.smoothed_rtt_us(trace) if cut.t_us < t <= t_end), t_end
+                break
+        if stage is None:
+            outcomes.not_exercised(f"no cut followed by {C_MIN_S} s with no other cut and data to send")
+        cut, srtt, longest, t_end = stage
+        t0 = cut.t_us
+
+        def bound(t_us: float) -> float:
+            curve = rfc.cubic_window((t_us - t0 + longest) / 1e6, cut.before, cut.after, mss, c=C_STEEPEST)
+            return max(curve, cut.after + ((t_us - t0) / srtt + 1) * mss) + 2 * mss
+
+        at_c = rfc.cubic_window((t_end - t0 + longest) / 1e6, cut.before, cut.after, mss)
+        steeper = rfc.cubic_window((t_end - t0 + longest) / 1e6, cut.before, cut.after, mss, c=C_STEEPEST)
+        if steeper - at_c < 4 * mss:
+            outcomes.not_exercised(f"{(t_end - t0) / 1e3:.0f} ms after {cut.describe()} the curves with C = "
+                                   f"{rfc.CUBIC_C} and {C_STEEPEST} are within four datagrams")
+        judged = [(t, c) for t, c in series if t0 < t <= t_end]
+        worst = max(judged, key=lambda tc: tc[1] / bound(tc[0]), default=None)
+        over = worst if worst is not None and worst[1] > bound(worst[0]) else None
+        check(over is None, "curve-steeper-than-c", lambda: (
+            f"{target.id}: {(over[0] - t0) / 1e3:.0f} ms after {cut.describe()} the window was {over[1]} B, above "
+            f"{bound(over[0]):.0f} B: the curve toward {cut.before} B with C = {C_STEEPEST} (smoothed RTT up to "
+            f"{longest / 1e3:.0f} ms) and W_est plus two datagrams; with C = {rfc.CUBIC_C} the curve gives "
+            f"{at_c:.0f} B by t={t_end / 1e6:.3f} s (RFC 9438 §5.1: C SHOULD be 0.4)"
+        ), window=over[1] if over else 0, over_bound=over[1] / bound(over[0]) if over else 0.0)

@@ -76,6 +76,8 @@ CASES = [
      "tests.mutants.cubic_no_fast_convergence:CubicNoFastConvergence", "above-lowered-curve"),
     ("properties/test_cubic_epochs.py::test_cubic_undoes_a_cut_only_when_its_losses_were_spurious",
      "tests.mutants.cubic_undo_every_cut:CubicUndoEveryCut", "undo-of-real-loss"),
+    ("properties/test_cubic_epochs.py::test_cubic_curve_is_no_steeper_than_its_constant",
+     "tests.mutants.cubic_c_ten_times:CubicCTenTimes", "curve-steeper-than-c"),
 ]
 #: Rules of CUBIC alone: stock NewReno is not applicable to them, so stock CUBIC, whose
 #: verdict is given beside each (stock aioquic restarts its window after a pause, so
@@ -93,7 +95,9 @@ CUBIC_ONLY = {"properties/test_congestion_avoidance.py::test_cubic_clock_stops_w
               "properties/test_congestion_avoidance.py::test_cubic_grows_a_datagram_per_round_trip_past_its_prior_window":
               ("aioquic", "passed"),
               "properties/test_cubic_epochs.py::test_cubic_heads_for_a_lowered_plateau_after_a_smaller_window":
-              ("aioquic", "passed")}
+              ("aioquic", "passed"),
+              "properties/test_cubic_epochs.py::test_cubic_curve_is_no_steeper_than_its_constant":
+              ("quinn", "passed")}
 #: Rules of CUBIC with no stock stack to pass them in virtual time: no stack here
 #: undoes a cut only after spurious losses (quiche undoes real ones: F92; the others
 #: never undo, so they are not exercised). Their mutant above still fails them.

@@ -36,13 +36,14 @@ def initial_window(max_datagram_size: int) -> int:
 CUBIC_C = 0.4
 
 
-def cubic_window(t_s: float, w_max: float, cwnd_epoch: float, mss: int) -> float:
+def cubic_window(t_s: float, w_max: float, cwnd_epoch: float, mss: int, c: float = CUBIC_C) -> float:
     """RFC 9438 §4.2's W_cubic(t), bytes: the cubic curve through `cwnd_epoch` at
     t = 0 (the reduction) with its plateau at `w_max` (bytes), t seconds of
-    congestion avoidance later; K = cbrt((W_max - cwnd_epoch) / C) in datagrams."""
+    congestion avoidance later; K = cbrt((W_max - cwnd_epoch) / C) in datagrams.
+    `c`: the curve's constant (RFC 9438 §5.1's 0.4 unless a property asks another)."""
     w_max_d, epoch_d = w_max / mss, cwnd_epoch / mss
-    k = max(w_max_d - epoch_d, 0.0) ** (1 / 3) / CUBIC_C ** (1 / 3)
-    return (CUBIC_C * (t_s - k) ** 3 + w_max_d) * mss
+    k = max(w_max_d - epoch_d, 0.0) ** (1 / 3) / c ** (1 / 3)
+    return (c * (t_s - k) ** 3 + w_max_d) * mss
 
 
 def reno_friendly_alpha(beta: float) -> float:
