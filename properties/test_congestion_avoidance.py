@@ -184,6 +184,18 @@ MIN_STRETCH_RTTS = 5
 SMALL_BDP_PLAN = TransferPlan(sizes=(3_000_000,))
 
 
+def window_full_at(trace, mss: int) -> list[float]:
+    """Times the sender reported its flight within two datagrams of the window then in
+    force: window-limited. Every report counts, not only the window's changes (those
+    come where an ACK has just taken bytes out of flight)."""
+    full, cwnd = [], None
+    for m in trace.of(Metrics):
+        cwnd = m.congestion_window if m.congestion_window is not None else cwnd
+        if cwnd is not None and m.bytes_in_flight is not None and m.bytes_in_flight >= cwnd - 2 * mss:
+            full.append(m.t_us)
+    return full
+
+
 def avoidance_stretches(trace, srtt_us: float, mss: int) -> list[tuple[float, float, float, int, int]]:
     """(start, end, round trips, window at start, highest window) of each stretch
     between two window cuts (the last: to the last window logged), starting one round
@@ -193,13 +205,7 @@ def avoidance_stretches(trace, srtt_us: float, mss: int) -> list[tuple[float, fl
     series = analysis.cwnd_series(trace)
     cuts = analysis.reductions(trace)
     end_of_series = series[-1][0] if series else 0.0
-    # Every report of the flight against the window then in force (series only holds
-    # the window's changes, where an ACK has just taken bytes out of flight).
-    full, cwnd = [], None
-    for m in trace.of(Metrics):
-        cwnd = m.congestion_window if m.congestion_window is not None else cwnd
-        if cwnd is not None and m.bytes_in_flight is not None and m.bytes_in_flight >= cwnd - 2 * mss:
-            full.append(m.t_us)
+    full = window_full_at(trace, mss)
     out = []
     for cut, nxt in zip(cuts, [*cuts[1:], None]):
         start, end = cut.t_us + srtt_us, nxt.t_us if nxt else end_of_series
@@ -277,11 +283,7 @@ def past_prior_stretches(trace, mss: int) -> list[tuple[float, float, float, int
     cuts = analysis.reductions(trace)
     if not series or not rtts:
         return []
-    full, cwnd = [], None
-    for m in trace.of(Metrics):
-        cwnd = m.congestion_window if m.congestion_window is not None else cwnd
-        if cwnd is not None and m.bytes_in_flight is not None and m.bytes_in_flight >= cwnd - 2 * mss:
-            full.append(m.t_us)
+    full = window_full_at(trace, mss)
 
     def srtt_at(t: float) -> float:
         return next((r for s, r in reversed(rtts) if s <= t), rtts[0][1])

@@ -19,7 +19,7 @@ from harness.observe.reductions import reductions_with_cause, undone
 from harness.run import Inconclusive
 from harness.schedule import TransferPlan, strategies
 from harness.schedule.strategies import BaseLink
-from harness.verdict import analysis, outcomes
+from harness.verdict import analysis, growth, outcomes
 from harness.verdict.bounds import BETA
 from harness.verdict.deviation import check
 
@@ -60,31 +60,20 @@ def test_cubic_heads_for_a_lowered_plateau_after_a_smaller_window(longlook, targ
         obs.completed()
         trace = obs.sender
         mss = analysis.max_datagram(trace)
-        every = analysis.reductions(trace)
         # Not collapses, and not a cut the sender undid: its curve was abandoned (an
         # undo is judged by the property below).
-        gone = {every[i] for i in undone(trace)}
-        cuts = [c for c in every if c.after > 3 * mss and c not in gone]
+        every, cuts = growth.standing_cuts(trace, mss)
         pairs = [(a, b) for a, b in zip(cuts, cuts[1:]) if b.before < FC_BELOW * a.before and b.before >= 8 * mss]
         if not pairs:
             outcomes.not_exercised(f"no cut from a window under {FC_BELOW:.2f} of the cut before it")
         series = [(t, c) for t, c, _, _ in analysis.cwnd_series(trace)]
         sends = analysis.ack_eliciting_sends(obs.wire)
-        stages = []  # (first cut, second cut, srtt, t_end) of each pair with a stage long enough
-        for first, cut in pairs:
-            rtts = [r for t, r in analysis.smoothed_rtt_us(trace) if t > cut.t_us]
-            if not rtts:
-                continue
-            srtt = min(rtts)  # the most round trips: the most Reno-friendly growth allowed
-            last = min(series[-1][0], (sends[-1] if sends else 0.0) - srtt)
-            again = next((c.t_us for c in every if c.t_us > cut.t_us), last)
-            t_end = min(cut.t_us + FC_S * 1e6, again, last)
-            if t_end - cut.t_us >= FC_MIN_S * 1e6:
-                stages.append((first, cut, srtt, t_end))
+        stages = [(first, cut, stage) for first, cut in pairs
+                  if (stage := growth.stage_after(trace, sends, series, every, cut, FC_S, FC_MIN_S))]
         if not stages:
             outcomes.not_exercised(f"each cut from a smaller window was followed by another (or the end of the "
                                    f"data) within {FC_MIN_S} s")
-        first, cut, srtt, t_end = stages[0]
+        first, cut, (srtt, t_end) = stages[0]
         t0 = cut.t_us
         lowered = cut.before * FC_BELOW
 
@@ -104,9 +93,7 @@ def test_cubic_heads_for_a_lowered_plateau_after_a_smaller_window(longlook, targ
             outcomes.not_exercised(f"a curve toward the second cut's own window ({cut.before} B) gives "
                                    f"{unlowered:.0f} B after {(t_end - t0) / 1e3:.0f} ms, within {2 * mss} B of "
                                    f"the bound {bound(t_end):.0f} B: no deviation could show")
-        judged = [(t, c) for t, c in series if t0 < t <= t_end]
-        worst = max(judged, key=lambda tc: tc[1] / bound(tc[0]), default=None)
-        over = worst if worst is not None and worst[1] > bound(worst[0]) else None
+        over = growth.worst_over(series, t0, t_end, bound)
         check(over is None, "above-lowered-curve", lambda: (
             f"{target.id}: after {first.describe()} the rate halved, and {cut.describe()} came from under "
             f"{FC_BELOW:.2f} of the first; {(over[0] - t0) / 1e3:.0f} ms after it the window was {over[1]} B, "
@@ -185,25 +172,16 @@ def test_cubic_curve_is_no_steeper_than_its_constant(longlook, target, schedule)
         obs.completed()
         trace = obs.sender
         mss = analysis.max_datagram(trace)
-        every = analysis.reductions(trace)
-        gone = {every[i] for i in undone(trace)}
+        every, cuts = growth.standing_cuts(trace, mss)
         series = [(t, c) for t, c, _, _ in analysis.cwnd_series(trace)]
         sends = analysis.ack_eliciting_sends(obs.wire)
-        stage = None
-        for cut in (c for c in every if c.after > 3 * mss and c not in gone):
-            rtts = [r for t, r in analysis.smoothed_rtt_us(trace) if t > cut.t_us]
-            if not rtts:
-                continue
-            last = min(series[-1][0], (sends[-1] if sends else 0.0) - min(rtts))
-            again = next((c.t_us for c in every if c.t_us > cut.t_us), last)
-            t_end = min(cut.t_us + C_S * 1e6, again, last)
-            if t_end - cut.t_us >= C_MIN_S * 1e6:
-                stage = cut, min(rtts), max(r for t, r in analysis.smoothed_rtt_us(trace) if cut.t_us < t <= t_end), t_end
-                break
+        stage = next(((cut, stage) for cut in cuts
+                      if (stage := growth.stage_after(trace, sends, series, every, cut, C_S, C_MIN_S))), None)
         if stage is None:
             outcomes.not_exercised(f"no cut followed by {C_MIN_S} s with no other cut and data to send")
-        cut, srtt, longest, t_end = stage
+        cut, (srtt, t_end) = stage
         t0 = cut.t_us
+        longest = max(r for t, r in analysis.smoothed_rtt_us(trace) if t0 < t <= t_end)
 
         def bound(t_us: float) -> float:
             curve = rfc.cubic_window((t_us - t0 + longest) / 1e6, cut.before, cut.after, mss, c=C_STEEPEST)
@@ -214,9 +192,7 @@ def test_cubic_curve_is_no_steeper_than_its_constant(longlook, target, schedule)
         if steeper - at_c < 4 * mss:
             outcomes.not_exercised(f"{(t_end - t0) / 1e3:.0f} ms after {cut.describe()} the curves with C = "
                                    f"{rfc.CUBIC_C} and {C_STEEPEST} are within four datagrams")
-        judged = [(t, c) for t, c in series if t0 < t <= t_end]
-        worst = max(judged, key=lambda tc: tc[1] / bound(tc[0]), default=None)
-        over = worst if worst is not None and worst[1] > bound(worst[0]) else None
+        over = growth.worst_over(series, t0, t_end, bound)
         check(over is None, "curve-steeper-than-c", lambda: (
             f"{target.id}: {(over[0] - t0) / 1e3:.0f} ms after {cut.describe()} the window was {over[1]} B, above "
             f"{bound(over[0]):.0f} B: the curve toward {cut.before} B with C = {C_STEEPEST} (smoothed RTT up to "

@@ -1,10 +1,14 @@
 """Where a sender's window growth changes pace, read from its log and the wire:
 the end of slow start where the log names no state, and the first congestion
-avoidance stage after a collapse. Shared by the HyStart++ and the persistent
-congestion properties."""
+avoidance stage after a collapse or a cut, and how far above a bound the window
+went in it. Shared by the HyStart++, persistent congestion and CUBIC epoch
+properties."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from harness.observe.reductions import undone
 from harness.run import Inconclusive
 from harness.verdict import analysis
 
@@ -47,3 +51,38 @@ def avoidance_starts(obs, trace, after_us: float, t_to_us: float, span_us: float
     if slowed is None:
         return None
     return slowed, next((c for t, c, *_ in reversed(analysis.cwnd_series(trace)) if t <= slowed), 0)
+
+
+def standing_cuts(trace, mss: int) -> tuple[list, list]:
+    """(every reduction, the cuts among them a curve follows): not a collapse to
+    about kMinimumWindow, and not one the sender undid (reductions.undone)."""
+    every = analysis.reductions(trace)
+    gone = {every[i] for i in undone(trace)}
+    return every, [c for c in every if c.after > 3 * mss and c not in gone]
+
+
+def stage_after(trace, sends: list[float], series: list[tuple[float, int]], every: list, cut,
+                max_s: float, min_s: float) -> tuple[float, float] | None:
+    """(least smoothed RTT logged after `cut`, end) of the congestion avoidance stage
+    the cut begins: `max_s` long at most, and over at the next reduction of `every`
+    or when the data runs out (the last ack-eliciting send of `sends`, less that RTT:
+    its acknowledgement is the last growth). The least RTT counts the most round
+    trips, so it allows the most Reno-friendly growth. None when no RTT was logged
+    after the cut or the stage is shorter than `min_s`."""
+    rtts = [r for t, r in analysis.smoothed_rtt_us(trace) if t > cut.t_us]
+    if not rtts or not series:
+        return None
+    srtt = min(rtts)
+    last = min(series[-1][0], (sends[-1] if sends else 0.0) - srtt)
+    again = next((c.t_us for c in every if c.t_us > cut.t_us), last)
+    t_end = min(cut.t_us + max_s * 1e6, again, last)
+    return (srtt, t_end) if t_end - cut.t_us >= min_s * 1e6 else None
+
+
+def worst_over(series: list[tuple[float, int]], t_from_us: float, t_to_us: float,
+               bound: Callable[[float], float]) -> tuple[float, int] | None:
+    """The logged (time, window) in (t_from_us, t_to_us] furthest above `bound(t)`,
+    by ratio; None when every one is within it."""
+    judged = [(t, c) for t, c in series if t_from_us < t <= t_to_us]
+    worst = max(judged, key=lambda tc: tc[1] / bound(tc[0]), default=None)
+    return worst if worst is not None and worst[1] > bound(worst[0]) else None
