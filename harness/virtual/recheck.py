@@ -26,8 +26,6 @@ MODE = pytest.StashKey[str]()
 def real_time_reason(item: pytest.Item) -> str | None:
     """Why `item` needs real time (its real_time_only marker, or a stack with no
     virtual backend), decided before any example runs; None if it need not."""
-    from harness.virtual import supports
-
     from harness import virtual
     from harness.schedule.plan import TransferPlan
 
@@ -65,18 +63,16 @@ def choose_modes(items: list[pytest.Item], requested: str) -> None:
         item.stash[MODE] = "real" if why else requested
 
 
-#: `--only-mode`'s values: the cases placed in virtual time, or those in real time.
-ONLY_MODES = ("virtual", "real")
-
-
 def keep_only(config: pytest.Config, items: list[pytest.Item], only: str | None) -> None:
     """Under --only-mode, deselects the cases placed in the other time. `make check`
     runs the virtual-time cases two at a time (a virtual clock does not care for a
     shared CPU) and then the real-time ones alone (a real-time verdict does)."""
     if not only:
         return
-    placed = [i for i in items if (i.stash.get(MODE, "auto") == "real") == (only == "real")]
-    config.hook.pytest_deselected(items=[i for i in items if i not in placed])
+    placed, other = [], []
+    for item in items:
+        (placed if (item.stash.get(MODE, "auto") == "real") == (only == "real") else other).append(item)
+    config.hook.pytest_deselected(items=other)
     items[:] = placed
 
 
