@@ -129,20 +129,3 @@ def rate_halvings() -> st.SearchStrategy[Schedule]:
     return st.builds(rate_halved, st.builds(BaseLink, rate_bps=st.sampled_from([30_000_000, 40_000_000]),
                                             rtt_us=st.sampled_from([60_000, 80_000])),
                      seeds, st.integers(min_value=900, max_value=1400))
-
-
-def big_bdp_then_deep(base: BaseLink, seed: int, deep_at_ms: int) -> Schedule:
-    """`base` with a one-BDP queue that slow start overflows, then, from `deep_at_ms`,
-    a queue of eight BDPs: the curve after the cut runs for seconds with nothing
-    dropped (RFC 9438 §5.1's C shapes it)."""
-    shallow, deep = base.settings(), base.settings(8.0)
-    return Schedule(seed=seed, phases=(Phase(0, shallow, shallow), Phase(deep_at_ms * 1000, deep, deep)))
-
-
-@replayable
-def big_bdp_deepening() -> st.SearchStrategy[Schedule]:
-    """big_bdp_then_deep on links of hundreds of datagrams' BDP, the queue deepening
-    once slow start's first overflow is over."""
-    return st.builds(big_bdp_then_deep, st.builds(BaseLink, rate_bps=st.sampled_from([30_000_000, 40_000_000]),
-                                                  rtt_us=st.sampled_from([60_000, 80_000])),
-                     seeds, st.integers(min_value=1100, max_value=1500))

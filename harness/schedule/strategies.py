@@ -197,12 +197,16 @@ def small_bdp() -> st.SearchStrategy[Schedule]:
     return st.builds(lambda b, seed: b.schedule(seed), SMALL_BDP_LINKS, seeds)
 
 
-def small_bdp_then_deep(base: BaseLink, seed: int, deep_at_ms: int) -> Schedule:
+def queue_deepened(base: BaseLink, seed: int, deep_at_ms: int) -> Schedule:
     """`base` with a one-BDP queue that overflows in slow start, then, from `deep_at_ms`,
-    a queue of REORDER_QUEUE_BDP: congestion avoidance grows past the window of its
-    last cut with nothing dropped for seconds."""
+    a queue of REORDER_QUEUE_BDP: congestion avoidance after the cut runs for seconds
+    with nothing dropped."""
     shallow, deep = base.settings(), base.settings(REORDER_QUEUE_BDP)
     return Schedule(seed=seed, phases=(Phase(0, shallow, shallow), Phase(deep_at_ms * 1000, deep, deep)))
+
+
+#: The names the properties' explicit examples use, by the links they lay it on.
+small_bdp_then_deep = big_bdp_then_deep = queue_deepened
 
 
 @replayable
@@ -210,7 +214,17 @@ def small_bdp_deepening() -> st.SearchStrategy[Schedule]:
     """SMALL_BDP_LINKS whose shallow queue deepens 400-700 ms in, after slow start's
     overflow: the window regrows past the one it was cut from (RFC 9438 §4.3's
     cwnd_prior) and keeps growing in the Reno-friendly region."""
-    return st.builds(small_bdp_then_deep, SMALL_BDP_LINKS, seeds, st.integers(min_value=400, max_value=700))
+    return st.builds(queue_deepened, SMALL_BDP_LINKS, seeds, st.integers(min_value=400, max_value=700))
+
+
+@replayable
+def big_bdp_deepening() -> st.SearchStrategy[Schedule]:
+    """queue_deepened on links of hundreds of datagrams' BDP, once slow start's first
+    overflow is over: the curve after the cut runs for seconds (RFC 9438 §5.1's C
+    shapes it)."""
+    return st.builds(queue_deepened, st.builds(BaseLink, rate_bps=st.sampled_from([30_000_000, 40_000_000]),
+                                               rtt_us=st.sampled_from([60_000, 80_000])),
+                     seeds, st.integers(min_value=1100, max_value=1500))
 
 
 @replayable
@@ -294,8 +308,6 @@ from harness.schedule.outages import (  # noqa: E402,F401
     ack_gap,
     ack_gaps,
     big_bdp_blackholes,
-    big_bdp_deepening,
-    big_bdp_then_deep,
     blackholes,
     blackholes_then_longer,
     dark,
