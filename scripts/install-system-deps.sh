@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the harness and its tests need, only those missing.
-# iproute2: `ip netns exec`; iperf3: throughput checks.
+# iproute2: `ip netns exec`; iperf3: throughput checks; strace: tests/test_offload.py
+# counts the sends an endpoint segments (GSO) with and without LL_OFFLOAD=off.
 # Bench-only packages (ns-3, g++) live in scripts/install-bench-deps.sh.
 set -euo pipefail
 
@@ -15,7 +16,7 @@ set -euo pipefail
 # server, an endpoint (harness/endpoints/caddy) that runs only inside the run's namespaces.
 # ngtcp2-server: ngtcp2's HTTP/3 example server on GnuTLS (gtlsserver), an endpoint
 # (harness/endpoints/ngtcp2).
-PACKAGES=(iproute2 iperf3 cmake libclang-dev graphviz tshark openjdk-17-jre-headless chromium chromium-driver firefox-esr
+PACKAGES=(iproute2 iperf3 strace cmake libclang-dev graphviz tshark openjdk-17-jre-headless chromium chromium-driver firefox-esr
           caddy ngtcp2-server)
 # python3.11-venv: `python3.11 -m venv` with the distribution's interpreter, which
 # the Makefile prefers when it is there (PYTHON_BOOTSTRAP).

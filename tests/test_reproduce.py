@@ -289,6 +289,42 @@ def test_zhangs_points_vary_the_size_and_cells_give_cpu_per_side():
     assert "CPU client 50 % server 75 % (real, n=1)" in row
 
 
+def test_zhang_runs_each_switchable_stack_again_with_its_offloads_off(tmp_path):
+    """zhang-1gbit's "with and without GSO/GRO": a second column per stack whose
+    endpoints (both of them, where a browser receives) declare the switch; the old
+    records, without an offload field, keep their column and their cache key."""
+    e = experiments.get("zhang-1gbit")
+    switchable = {"quinn", "quic-go"}.__contains__
+    todo = sweep.plan(e, [("quinn", "cubic", None), ("aioquic", "cubic", None), ("quic-go", "cubic", "chromium")],
+                      1, (50,), switchable=switchable)
+    assert [r.target for r in todo] == ["quinn-cubic", "quinn-cubic-no-offload", "aioquic-cubic",
+                                        "quic-go-cubic-to-chromium"]
+    assert todo[0].key(e) == "zhang-1gbit|quinn-cubic|50|0|50000000"
+    assert todo[1].key(e) == "zhang-1gbit|quinn-cubic-no-offload|50|0|50000000"
+    # Experiments that do not measure offloads never double their runs.
+    assert len(sweep.plan(experiments.get("qir-goodput"), [("quinn", "cubic", None)], 1, (10,),
+                          switchable=switchable)) == 1
+    records = sweep.sweep(e, todo[:2], tmp_path, _fake([]))
+    assert [r.get("offload", True) for r in records] == [True, False]
+    assert set(table.summarise(e, records)) == {(50, "quinn-cubic"), (50, "quinn-cubic-no-offload")}
+
+
+def test_offloads_off_reach_only_endpoints_that_declare_the_switch():
+    from harness import endpoints
+    from harness.schedule import TransferPlan
+    from harness.testbed.contract import EndpointOptions, contract_env, unhonoured, unhonoured_by_peer
+
+    off = EndpointOptions(offload=False)
+    assert contract_env(off, TransferPlan(sizes=(1,)))["LL_OFFLOAD"] == "off"
+    assert "LL_OFFLOAD" not in contract_env(EndpointOptions(), TransferPlan(sizes=(1,)))
+    for name in ("quinn", "quic-go", "s2n-quic"):
+        assert unhonoured(endpoints.load(name), off) is None, name
+    assert "honours.offload" in unhonoured(endpoints.load("quiche"), off)
+    assert "receiver" in unhonoured_by_peer(endpoints.load("aioquic"), off)
+    # A window cap is the sender's alone: a receiver is never refused for it.
+    assert unhonoured_by_peer(endpoints.load("aioquic"), EndpointOptions(max_window=10_000)) is None
+
+
 def test_a_window_cap_reaches_the_sender_and_limits_its_window(tmp_path):
     """kakhki-window-cap: LL_MAX_WINDOW is a ceiling on aioquic's window, whatever its
     controller writes; the harness refuses it for stacks that do not declare it."""
@@ -371,3 +407,22 @@ def test_two_flows_shares_are_taken_while_both_send(tmp_path):
     (tmp_path / "link.ndjson").write_text("\n".join(lines) + "\n")
     a, b = pair_shares_mbps(tmp_path, Flow("udp", "server", "x", 4433), Flow("udp", "server", "x", 4434))
     assert abs(a - 8.0) < 0.1 and abs(b - 4.0) < 0.1
+
+
+def test_objects_larger_than_a_draw_are_written_in_chunks(tmp_path, monkeypatch):
+    """zhang-1gbit's 500 MB and 1 GB objects: one randbytes draw of that size
+    overflows, so objects are drawn and hashed a chunk at a time; an object within
+    one chunk keeps the bytes it always had for its seed."""
+    import hashlib
+    import random
+
+    from harness.testbed import contract
+
+    small = contract.write_objects(tmp_path / "a", (1000,), seed=7)
+    assert (tmp_path / "a" / "object-0-1000.bin").read_bytes() == random.Random(7).randbytes(1000)
+    assert small == {"object-0-1000.bin": hashlib.sha256(random.Random(7).randbytes(1000)).hexdigest()}
+    monkeypatch.setattr(contract, "OBJECT_CHUNK", 256)
+    digests = contract.write_objects(tmp_path / "b", (1000, 0), seed=7)
+    data = (tmp_path / "b" / "object-0-1000.bin").read_bytes()
+    assert len(data) == 1000 and digests["object-0-1000.bin"] == hashlib.sha256(data).hexdigest()
+    assert (tmp_path / "b" / "object-1-0.bin").read_bytes() == b""

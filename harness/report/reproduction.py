@@ -12,6 +12,7 @@ import statistics
 from pathlib import Path
 
 from harness.reproduce.experiments import Experiment
+from harness.reproduce.sweep import record_label
 
 
 def _mean_sd(values: list[float]) -> tuple[float, float]:
@@ -51,9 +52,7 @@ def summarise(e: Experiment, records: list[dict]) -> dict[tuple[float, str], dic
     """(x, "stack-cc") → cell."""
     groups: dict[tuple[float, str], list[dict]] = {}
     for r in records:
-        label = (f"{r['stack']}-{r['cc']}" + (f"-to-{r['peer']}" if r.get("peer") else "")
-                 + (f"-vs-{r['rival'].replace(':', '-')}" if r.get("rival") else ""))
-        groups.setdefault((r["x"], label), []).append(r)
+        groups.setdefault((r["x"], record_label(r)), []).append(r)
     return {k: _cells(v) for k, v in groups.items()}
 
 

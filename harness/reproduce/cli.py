@@ -110,6 +110,6 @@ def run(a: argparse.Namespace, progress):
         if not load_for_run(name).is_built():
             raise StackError(f"{name} (a rival in {e.name}) is not built; run `make setup`")
     xs = e.quick if a.quick else tuple(p.x for p in e.points)
-    todo = sweep.plan(e, targets, runs, xs)
+    todo = sweep.plan(e, targets, runs, xs, switchable=lambda name: bool(load_for_run(name).honours.get("offload")))
     records = sweep.sweep(e, todo, a.out, sweep.local_transfer(e, mode_of), progress=progress, keep=a.keep)
     return e, records

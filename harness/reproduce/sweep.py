@@ -38,16 +38,27 @@ class Run:
     peer: str | None = None
     #: Another stack's download competing with this one ("stack:cc"; "pairs" experiments).
     rival: str | None = None
+    #: False: both ends with their segmentation offloads off (LL_OFFLOAD=off).
+    offload: bool = True
 
     @property
     def target(self) -> str:
-        """The stack-controller, its client where another stack's (Target.id's shape),
-        and its rival where it has one."""
-        return (f"{self.stack}-{self.cc}" + (f"-to-{self.peer}" if self.peer else "")
-                + (f"-vs-{self.rival.replace(':', '-')}" if self.rival else ""))
+        return label(self.stack, self.cc, self.peer, self.rival, self.offload)
 
     def key(self, e: Experiment) -> str:
         return f"{e.name}|{self.target}|{self.point.x:g}|{self.index}|{size_of(e, self.point)}"
+
+
+def label(stack: str, cc: str, peer: str | None = None, rival: str | None = None, offload: bool = True) -> str:
+    """A column of the table: the stack-controller, its client where another stack's
+    (Target.id's shape), its rival where it has one, and "no-offload" where the run
+    switched the offloads off. Runs and their records name columns alike through it."""
+    return (f"{stack}-{cc}" + (f"-to-{peer}" if peer else "") + (f"-vs-{rival.replace(':', '-')}" if rival else "")
+            + ("-no-offload" if not offload else ""))
+
+
+def record_label(rec: dict) -> str:
+    return label(rec["stack"], rec["cc"], rec.get("peer"), rec.get("rival"), rec.get("offload", True))
 
 
 def size_of(e: Experiment, p: Point) -> int:
@@ -97,15 +108,21 @@ def done(path: Path) -> dict[str, dict]:
     return out
 
 
-def plan(e: Experiment, targets: list[tuple[str, str, str | None]], runs: int, xs: tuple[float, ...]) -> list[Run]:
+def plan(e: Experiment, targets: list[tuple[str, str, str | None]], runs: int, xs: tuple[float, ...],
+         switchable: Callable[[str], bool] = lambda stack: False) -> list[Run]:
     """The runs of (stack, controller, client or None) targets at the points `xs`. A
     "pairs" experiment pairs each target with every later one and with each of the
-    experiment's rivals, once per pair."""
+    experiment's rivals, once per pair. An experiment that measures offloads
+    (`offload_both`) runs each target again with them off where `switchable` says
+    both its ends can switch them (caps.json honours.offload)."""
     if e.measure == "pairs":
         rivals = [[f"{s}:{c}" for s, c, _ in targets[k + 1:]] + list(e.rivals) for k in range(len(targets))]
         return [Run(stack, cc, e.point(x), i, None, rival) for (stack, cc, _), theirs in zip(targets, rivals)
                 for rival in theirs if rival != f"{stack}:{cc}" for x in xs for i in range(runs)]
-    return [Run(stack, cc, e.point(x), i, peer) for stack, cc, peer in targets for x in xs for i in range(runs)]
+    offloads = lambda stack, peer: ((True, False) if e.offload_both and switchable(stack)  # noqa: E731
+                                    and (peer is None or switchable(peer)) else (True,))
+    return [Run(stack, cc, e.point(x), i, peer, offload=off) for stack, cc, peer in targets
+            for off in offloads(stack, peer) for x in xs for i in range(runs)]
 
 
 def sweep(e: Experiment, todo: list[Run], out: Path, transfer: Callable[[Run, Path], dict],
@@ -129,6 +146,7 @@ def sweep(e: Experiment, todo: list[Run], out: Path, transfer: Callable[[Run, Pa
                 started = time.time()
                 rec = {"key": key, "experiment": e.name, "stack": run.stack, "cc": run.cc,
                        **({"peer": run.peer} if run.peer else {}), **({"rival": run.rival} if run.rival else {}),
+                       **({"offload": False} if not run.offload else {}),
                        "x": run.point.x,
                        "run": run.index, "size_bytes": size_of(e, run.point), **transfer(run, rundir),
                        "wall_s": round(time.time() - started, 3), "date": time.strftime("%Y-%m-%d")}
@@ -154,7 +172,7 @@ def local_transfer(e: Experiment, mode_of: Callable[[str], str]) -> Callable[[Ru
         cc = stack.resolve_cc(run.cc)
         cap = run.point.window_cap_packets * WINDOW_CAP_DATAGRAM or None
         opts = EndpointOptions(cc=None if cc.name == stack.default_cc else cc.name, timeout_s=timeout_s(e, run.point),
-                               max_window=cap)
+                               max_window=cap, offload=run.offload)
         n, total = max(1, run.point.objects), size_of(e, run.point)
         sizes = tuple(total // n + (1 if i < total % n else 0) for i in range(n))
         tp = TransferPlan(sizes=sizes, testcase="multiplexing" if n > 1 else "transfer",

@@ -56,9 +56,10 @@ class Competition:
         env = dict(common, SSLKEYLOGFILE=str(d / "keys.log"), LL_APPLOG=str(d / "app.ndjson"), LL_ADDR=self.server_ip,
                    LL_PORT=str(RIVAL_PORT), LL_CERTS=str(certs), LL_WWW=str(self.out / "www"),
                    **({"QLOGDIR": str(d / "qlog")} if opts.qlog else {}))
-        # The rival runs as its stack comes: its own controller, no cap of the transfer's.
+        # The rival runs as its stack comes: its own controller, no cap or offload switch of the transfer's.
         env.pop("LL_CC", None)
         env.pop("LL_MAX_WINDOW", None)
+        env.pop("LL_OFFLOAD", None)
         if cc != stack.default_cc:
             env["LL_CC"] = cc
         proc = self.start_endpoint(stack, "server", env, d, side="server")
@@ -80,6 +81,7 @@ class Competition:
             (d / "qlog").mkdir(exist_ok=True)
         env.pop("LL_CC", None)
         env.pop("LL_MAX_WINDOW", None)
+        env.pop("LL_OFFLOAD", None)
         if cc in stack.cc and cc != stack.default_cc:
             env["LL_CC"] = cc
         return d, self.start_endpoint(stack, "client", env, d, side="client")

@@ -36,6 +36,10 @@ class EndpointOptions:
     #: A ceiling on the sender's congestion window, bytes (LL_MAX_WINDOW): only for
     #: stacks that declare it (caps.json honours.max_window); see `unhonoured`.
     max_window: int | None = None
+    #: False: the endpoints switch off the segmentation offloads their stack uses
+    #: (GSO on send, GRO on receive; LL_OFFLOAD=off), for stacks that declare the
+    #: switch (caps.json honours.offload); True leaves each stack's default.
+    offload: bool = True
 
 
 @dataclass
@@ -98,6 +102,12 @@ class TransferResult:
         return None
 
 
+#: Bytes of an object drawn and written at a time: a 1 GB object (zhang-1gbit) in one
+#: draw overflows randbytes and would sit whole in memory. Objects up to this size
+#: are one draw, as they always were, so their bytes for a given seed are unchanged.
+OBJECT_CHUNK = 64 * 2**20
+
+
 def write_objects(www: Path, sizes: tuple[int, ...], seed: int) -> dict[str, str]:
     """Writes the objects the server serves; returns {name: sha256}."""
     www.mkdir(parents=True, exist_ok=True)
@@ -105,9 +115,13 @@ def write_objects(www: Path, sizes: tuple[int, ...], seed: int) -> dict[str, str
     digests = {}
     for i, size in enumerate(sizes):
         name = f"object-{i}-{size}.bin"
-        data = rng.randbytes(size)
-        (www / name).write_bytes(data)
-        digests[name] = hashlib.sha256(data).hexdigest()
+        h = hashlib.sha256()
+        with (www / name).open("wb") as f:
+            for start in range(0, size, OBJECT_CHUNK):
+                data = rng.randbytes(min(OBJECT_CHUNK, size - start))
+                f.write(data)
+                h.update(data)
+        digests[name] = h.hexdigest()
     return digests
 
 
@@ -138,16 +152,32 @@ def contract_env(opts: EndpointOptions, plan: TransferPlan) -> dict[str, str]:
         env["LL_INITIAL_WINDOW"] = str(opts.initial_window)
     if opts.max_window:
         env["LL_MAX_WINDOW"] = str(opts.max_window)
+    if not opts.offload:
+        env["LL_OFFLOAD"] = "off"
     return env
 
 
 def unhonoured(stack, opts: EndpointOptions) -> str | None:
     """Why `stack` cannot run with `opts`, decided before it starts, for an option its
-    endpoint would not refuse itself: LL_MAX_WINDOW is newer than most endpoints,
-    which ignore variables they do not know and would run uncapped. None: it can."""
+    endpoint would not refuse itself: LL_MAX_WINDOW and LL_OFFLOAD are newer than most
+    endpoints, which ignore variables they do not know and would run uncapped or
+    with their offloads on. None: it can."""
     if opts.max_window and not stack.honours.get("max_window"):
         return (f"a window cap (LL_MAX_WINDOW={opts.max_window}) unsupported: {stack.name}'s endpoint does not "
                 "declare it (caps.json honours.max_window)")
+    if not opts.offload and not stack.honours.get("offload"):
+        return (f"offloads off (LL_OFFLOAD=off) unsupported: {stack.name}'s endpoint does not declare the switch "
+                "(caps.json honours.offload)")
+    return None
+
+
+def unhonoured_by_peer(peer, opts: EndpointOptions) -> str | None:
+    """As `unhonoured`, for the receiver of a mixed pair: a window cap is the sender's
+    alone, but offloads off means both ends (the receiver's GRO as much as the
+    sender's GSO)."""
+    if not opts.offload and not peer.honours.get("offload"):
+        return (f"offloads off (LL_OFFLOAD=off) unsupported: the receiver {peer.name}'s endpoint does not declare "
+                "the switch (caps.json honours.offload)")
     return None
 
 

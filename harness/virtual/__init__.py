@@ -103,6 +103,10 @@ def transfer_with_stats(schedule: Schedule, out_dir: str | Path, stack, plan, op
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     unsupported = unhonoured(stack, opts)
+    if not opts.offload:
+        # The virtual loop moves datagrams one by one between the stacks: there is no
+        # socket whose offload could be switched, so "off" would measure nothing new.
+        unsupported = "offloads off (LL_OFFLOAD=off) unsupported in virtual time: it has no sockets; use --mode real"
     if stack.name == "aioquic" and opts.initial_window and opts.initial_window != FIXED_INITIAL_WINDOW:
         unsupported = f"initial window {opts.initial_window} unsupported (aioquic's is fixed at {FIXED_INITIAL_WINDOW} packets)"
     digests = write_objects(out / "www", plan.sizes, plan.seed) if not unsupported else {}

@@ -115,6 +115,17 @@ func parseSettings() settings {
 		s.flowWindow = n
 	}
 
+	// LL_OFFLOAD=off: one datagram per send call. quic-go's only offload is GSO
+	// (it reads with recvmmsg, not GRO), and its switch is this variable, read
+	// when a connection's socket is set up.
+	switch v := os.Getenv("LL_OFFLOAD"); v {
+	case "", "on":
+	case "off":
+		os.Setenv("QUIC_GO_DISABLE_GSO", "true")
+	default:
+		unsupported("LL_OFFLOAD=%s: on or off", v)
+	}
+
 	if v := os.Getenv("LL_TIMEOUT_S"); v != "" {
 		secs, err := strconv.ParseFloat(v, 64)
 		if err != nil || secs <= 0 {

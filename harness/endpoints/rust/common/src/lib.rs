@@ -70,6 +70,28 @@ pub fn random_bytes(n: usize) -> std::io::Result<Vec<u8>> {
 
 /// Asks for 4 MiB socket buffers (the kernel caps them at net.core.*mem_max), so
 /// a burst is queued by the emulated link, not dropped by our own socket.
+/// Switches receive offload (UDP_GRO) off on `socket`, for LL_OFFLOAD=off where the
+/// stack's own I/O layer switched it on with no setting to say otherwise (quinn-udp
+/// does so when it takes the socket; a dup of the fd reaches the same socket after).
+pub fn turn_gro_off(socket: &impl std::os::fd::AsRawFd) -> std::io::Result<()> {
+    let off: libc::c_int = 0;
+    // SAFETY: setsockopt reads an int we own for a valid fd.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_UDP,
+            libc::UDP_GRO,
+            &off as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 pub fn enlarge_socket_buffers(socket: &std::net::UdpSocket) {
     use std::os::fd::AsRawFd;
     let size: libc::c_int = 4 << 20;

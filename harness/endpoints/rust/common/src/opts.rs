@@ -74,6 +74,9 @@ pub struct Opts {
     /// LL_DIRECTION=upload: the client sends each object (`PUT /NAME`), the server
     /// stores it; false is a download.
     pub upload: bool,
+    /// LL_OFFLOAD=off: no segmentation offload (GSO on send, GRO on receive) where
+    /// the stack would use one; true (the default, or `on`) leaves the stack's own.
+    pub offload: bool,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -152,6 +155,15 @@ impl Opts {
                 )))
             }
         };
+        let offload = match var("LL_OFFLOAD").as_deref().unwrap_or("on") {
+            "on" => true,
+            "off" => false,
+            other => {
+                return Err(Failure::Unsupported(format!(
+                    "LL_OFFLOAD={other:?}: on or off"
+                )))
+            }
+        };
         let timeout = number::<f64>("LL_TIMEOUT_S")?
             .filter(|s| *s > 0.0)
             .map(Duration::from_secs_f64);
@@ -175,6 +187,7 @@ impl Opts {
             applog: var("LL_APPLOG").map(PathBuf::from),
             timeout,
             upload,
+            offload,
         })
     }
 

@@ -100,6 +100,8 @@ fn opts(c: &config::Config, role: Role, dir: &str) -> Opts {
         applog: Some(d.join("app.ndjson")),
         timeout: None,
         upload: false,
+        // No sockets in virtual time: nothing to offload.
+        offload: true,
     }
 }
 

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ll_endpoint_common::hq::Request;
-use ll_endpoint_common::{enlarge_socket_buffers, linger, random_bytes, Failure, Opts, Testcase};
+use ll_endpoint_common::{linger, random_bytes, Failure, Opts, Testcase};
 use quinn::crypto::rustls::QuicClientConfig;
-use quinn::{ClientConfig, Connection, ConnectionId, Endpoint, TokioRuntime};
+use quinn::{ClientConfig, Connection, ConnectionId};
 
 use crate::{tls, Setup};
 
@@ -23,13 +23,7 @@ pub async fn fetch_all(setup: Arc<Setup>) -> Result<(), Failure> {
     }
     let server = opts.server_addr()?;
     let socket = std::net::UdpSocket::bind(Opts::any_local_for(server))?;
-    enlarge_socket_buffers(&socket);
-    let endpoint = Endpoint::new(
-        setup.endpoint_config()?,
-        None,
-        socket,
-        Arc::new(TokioRuntime),
-    )?;
+    let endpoint = setup.endpoint(socket, None)?;
 
     // Choosing the original DCID ourselves names the qlog file before connecting.
     let odcid = random_bytes(8)?;

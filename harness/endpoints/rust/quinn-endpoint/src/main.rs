@@ -72,8 +72,33 @@ impl Setup {
             .mtu_discovery_config(None)
             .max_concurrent_bidi_streams(VarInt::from_u32(1000))
             .congestion_controller_factory((self.cc.build)(initial_window))
+            // LL_OFFLOAD=off: one datagram per send call (GSO off); GRO in `endpoint`.
+            .enable_segmentation_offload(self.opts.offload)
             .qlog_stream(qlog);
         Ok(t)
+    }
+
+    /// quinn's endpoint on `socket`, its receive offload off under LL_OFFLOAD=off:
+    /// quinn-udp switches UDP_GRO on when it takes the socket and has no setting
+    /// against it, so a dup of the fd, kept until then, switches it off after.
+    pub fn endpoint(
+        &self,
+        socket: std::net::UdpSocket,
+        server: Option<quinn::ServerConfig>,
+    ) -> Result<quinn::Endpoint, Failure> {
+        ll_endpoint_common::enlarge_socket_buffers(&socket);
+        let dup = if self.opts.offload { None } else { Some(socket.try_clone()?) };
+        let endpoint = quinn::Endpoint::new(
+            self.endpoint_config()?,
+            server,
+            socket,
+            Arc::new(quinn::TokioRuntime),
+        )?;
+        if let Some(dup) = dup {
+            ll_endpoint_common::turn_gro_off(&dup)
+                .map_err(|e| Failure::Fatal(format!("LL_OFFLOAD=off: UDP_GRO: {e}")))?;
+        }
+        Ok(endpoint)
     }
 
     pub fn endpoint_config(&self) -> Result<quinn::EndpointConfig, Failure> {

@@ -5,9 +5,9 @@ use std::io::Write;
 use std::net::UdpSocket;
 use std::sync::Arc;
 
-use ll_endpoint_common::{enlarge_socket_buffers, hq, Failure};
+use ll_endpoint_common::{hq, Failure};
 use quinn::crypto::rustls::QuicServerConfig;
-use quinn::{Endpoint, Incoming, RecvStream, SendStream, ServerConfig, TokioRuntime};
+use quinn::{Incoming, RecvStream, SendStream, ServerConfig};
 use tokio::io::AsyncReadExt;
 
 use crate::{tls, Setup};
@@ -21,14 +21,8 @@ pub async fn serve(setup: Arc<Setup>) -> Result<(), Failure> {
     );
     let socket = UdpSocket::bind(setup.opts.listen)
         .map_err(|e| Failure::Fatal(format!("bind {}: {e}", setup.opts.listen)))?;
-    enlarge_socket_buffers(&socket);
     let default_config = ServerConfig::with_crypto(crypto.clone());
-    let endpoint = Endpoint::new(
-        setup.endpoint_config()?,
-        Some(default_config),
-        socket,
-        Arc::new(TokioRuntime),
-    )?;
+    let endpoint = setup.endpoint(socket, Some(default_config))?;
     println!("{{\"ready\": true}}");
     std::io::stdout().flush()?;
     while let Some(incoming) = endpoint.accept().await {

@@ -110,6 +110,9 @@ impl Setup {
             // queued by the emulated link, not dropped by our own socket.
             .with_send_buffer_size(4 << 20)?
             .with_recv_buffer_size(4 << 20)?
+            // LL_OFFLOAD=off: one datagram per send and per receive.
+            .with_gso(self.opts.offload)?
+            .with_gro(self.opts.offload)?
             .build()?;
         Ok(io)
     }
