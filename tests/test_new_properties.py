@@ -3,7 +3,8 @@ controller (tests/mutants/), fails with its own deviation kind, while stock NewR
 passes it. They are those of properties/test_sending.py, test_pacing.py,
 test_recovery_rules.py (with the loss timer), test_bytes_in_flight.py (its probe rule),
 test_window.py (the cut when recovery begins, growth again after recovery),
-test_slow_start.py (slow start at all), test_handshake.py (the amplification limit, the
+test_slow_start.py (slow start at all), test_app_limited.py (growth while the pacer
+holds the flight below the window), test_handshake.py (the amplification limit, the
 probe timeout's floor), test_persistent_congestion.py (losses before the first RTT
 sample; min_rtt's reset, which stock aioquic lacks and a planted fix passes),
 test_congestion_avoidance.py (CUBIC's clock) and test_reordering.py (the time
@@ -42,6 +43,8 @@ CASES = [
      "tests.mutants.cut_at_recovery_end:CutAtRecoveryEnd", "reduction-not-immediate"),
     ("properties/test_slow_start.py::test_a_connection_begins_in_slow_start",
      "tests.mutants.no_slow_start:NoSlowStart", "no-slow-start"),
+    ("properties/test_app_limited.py::test_a_sender_with_data_grows_its_window_below_the_window",
+     "tests.mutants.paced_as_app_limited:PacedAsAppLimited", "no-growth-below-window"),
     ("properties/test_recovery_rules.py::test_no_collapse_before_persistent_congestion",
      "tests.mutants.collapse_on_every_loss:CollapseOnEveryLoss", "early-collapse"),
     ("properties/test_recovery_rules.py::test_loss_declared_by_time_threshold",
