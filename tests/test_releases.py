@@ -69,8 +69,8 @@ def test_a_release_the_registry_does_not_have_is_named_with_the_fix(cache):
 
 
 def test_a_stack_without_releases_says_why(cache):
-    with pytest.raises(StackError, match="quinn has no releases to choose from.*drop the '@version'"):
-        endpoints.load("quinn@0.10.0")
+    with pytest.raises(StackError, match="tquic has no releases to choose from.*drop the '@version'"):
+        endpoints.load("tquic@1.5.0")
 
 
 def _broken_index(root: Path) -> str:
@@ -192,4 +192,87 @@ def test_impls_says_which_stacks_have_releases_and_which_are_installed(cache, ca
     out = capsys.readouterr().out
     assert "releases: any from PyPI as --impl aioquic@VERSION; installed: 1.6.1" in out
     assert "releases: any from the Go module proxy as --impl quic-go@VERSION; installed: none yet" in out
-    assert "quinn@" not in out
+    assert "releases: any from crates.io as --impl quinn@VERSION" in out
+    assert "tquic@" not in out
+
+
+def test_a_crates_release_pins_the_stack_and_the_companion_it_was_published_with(tmp_path, monkeypatch):
+    """quinn's congestion control is quinn-proto's: quinn@V is built with the least
+    quinn-proto V allows that has the endpoint's features. The endpoint's manifest is
+    rewritten, the rest kept."""
+    from harness.endpoints import cargo_release
+
+    index = {"quinn": [{"vers": "0.11.9", "yanked": False,
+                        "deps": [{"name": "proto", "package": "quinn-proto", "req": "^0.11.12", "kind": "normal"},
+                                 {"name": "udp", "package": "quinn-udp", "req": "^0.5", "kind": "normal"}]},
+                       {"vers": "0.11.10", "yanked": True, "deps": []}],
+             "quinn-proto": [{"vers": "0.11.11", "features": {"qlog": []}},
+                             {"vers": "0.11.12", "features": {"log": []}},
+                             {"vers": "0.11.13", "features": {"log": []}, "features2": {"qlog": []}},
+                             {"vers": "0.11.14", "features": {"qlog": []}},
+                             {"vers": "0.12.0", "features": {"qlog": []}}]}
+    monkeypatch.setattr(cargo_release, "index_entries", lambda package: index[package])
+    assert cargo_release.versions("quinn") == ["0.11.9"]  # a yanked release is not offered
+    crate = cargo_release.CRATES["quinn"]
+    assert cargo_release.companion_version(crate, "0.11.9") == "0.11.12"  # published against
+    assert cargo_release.companion_version(crate, "0.11.9", {"qlog"}) == "0.11.13"  # the first with qlog
+    assert cargo_release.companion_version(crate, "0.11.9", {"no-such"}) is None
+    assert cargo_release.companion_version(cargo_release.CRATES["quiche"], "0.29.0") is None
+    manifest = tmp_path / "Cargo.toml"
+    manifest.write_text((cargo_release.WORKSPACE / crate.endpoint / "Cargo.toml").read_text())
+    assert cargo_release._pinned_features(manifest, "quinn-proto") == {"rustls-ring", "qlog"}
+    cargo_release._pin(manifest, "quinn", "0.11.9")
+    cargo_release._pin(manifest, "quinn-proto", "0.11.13")
+    text = manifest.read_text()
+    assert 'quinn = { version = "=0.11.9"' in text and 'quinn-proto = { version = "=0.11.13"' in text
+    assert 'features = ["runtime-tokio", "rustls-ring", "qlog"]' in text  # the rest as pinned
+    with pytest.raises(ValueError, match="no exact pin of tokio"):
+        cargo_release._pin(manifest, "tokio", "1.0.0")
+
+
+def test_an_unreachable_crates_index_is_named_with_the_fix(cache, monkeypatch):
+    from harness.endpoints import cargo_release
+
+    monkeypatch.setattr(cargo_release, "INDEX", "http://127.0.0.1:9")
+    with pytest.raises(releases.ReleaseError, match="could not list quinn's releases on crates.io.*LONGLOOK_CRATES_INDEX"):
+        releases.releases("quinn")
+
+
+def test_a_release_of_a_compiled_virtual_host_runs_in_real_time():
+    from harness import virtual
+
+    assert "real time only" in virtual.supports("quinn@0.11.11")
+    assert virtual.supports("quinn") is None and virtual.supports("aioquic@1.6.1") is None
+
+
+def test_a_quinn_release_without_the_endpoints_features_fails_to_build_with_the_reason(cache):
+    """quinn 0.11.8 has no qlog feature, which the endpoint needs: cargo refuses it
+    before compiling anything, and the message says so."""
+    with pytest.raises(StackError) as e:
+        endpoints.load("quinn@0.11.8")
+    msg = str(e.value)
+    assert "quinn@0.11.8" in msg and "did not build here" in msg and "qlog" in msg
+    assert not releases.is_installed("quinn", "0.11.8")
+    assert (cache / "releases" / "quinn" / "0.11.8.log").exists()
+
+
+def test_a_quinn_release_is_the_endpoint_built_against_it_and_its_companion(cache):
+    """quinn@0.11.11: the pinned endpoint's sources built against quinn 0.11.11 and
+    the quinn-proto it was published with (0.11.15); a verified transfer over
+    loopback reports both in its version record. About a minute on first build."""
+    from rust_endpoints import Pair, applog_records, run_pair
+
+    stack = endpoints.load("quinn@0.11.11")
+    d = releases.release_dir("quinn", "0.11.11")
+    assert stack.label == "quinn@0.11.11" and stack.argv == [str(d / releases.PROGRAM)] and stack.is_built()
+    assert releases.installed_version("quinn", d) == "0.11.11"
+    assert 'quinn-proto = { version = "=0.11.15"' in (d / "src" / "quinn-endpoint" / "Cargo.toml").read_text()
+    pair = Pair(cache / "pair")
+    pair.add_file("r.bin", 300_000)
+    program = d / releases.PROGRAM
+    run_pair(pair, program, program)
+    assert pair.client_rc == 0, pair.describe()
+    assert (pair.downloads / "r.bin").read_bytes() == pair.files["r.bin"].read_bytes()
+    version = next(r for r in applog_records(pair.server.applog) if r["event"] == "version")
+    assert version["version"] == "0.11.11" and "0.11.15" in json.dumps(version), version
+    assert endpoints.load("quinn").argv == [str(endpoints.load("quinn").run)]

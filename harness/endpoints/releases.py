@@ -16,8 +16,8 @@ aioquic's releases come from PyPI, installed as they are: its endpoint
 (harness/endpoints/aioquic/endpoint.py) and virtual-time hosts use API that every 1.x
 release shares. quic-go's come from the Go module proxy: the endpoint's own sources
 are built against the release, which works where its API is the one they use
-(the build failing says where it is not). The Rust endpoints compile against one
-release's API of crates that change it often; they are not built per release yet.
+(the build failing says where it is not). quinn's and quiche's come from crates.io
+the same way, built with cargo (harness.endpoints.cargo_release).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from harness.endpoints import ENDPOINTS_DIR, StackError
+from harness.endpoints import ENDPOINTS_DIR, StackError, cargo_release
 
 
 class ReleaseError(StackError):
@@ -57,11 +57,11 @@ class Registry:
 REGISTRIES = {
     "aioquic": Registry("PyPI", "aioquic", "pip"),
     "quic-go": Registry("the Go module proxy", "github.com/quic-go/quic-go", "go"),
+    "quinn": Registry("crates.io", "quinn", "cargo"),
+    "quiche": Registry("crates.io", "quiche", "cargo"),
 }
 #: Why the other stacks have no releases yet (shown when one is asked for).
 NOT_YET = {
-    "quinn": "its endpoint is compiled against quinn 0.11's API (crates.io); other releases are not built yet",
-    "quiche": "its endpoint is compiled against quiche 0.30's API (crates.io); other releases are not built yet",
     "tquic": "its endpoint is compiled against tquic 1.6's API (crates.io); other releases are not built yet",
     "picoquic": "its endpoint runs aiopquic's bundled picoquic; other releases are not built yet",
     "tcp": "kernel TCP is the running kernel's; it has no releases to choose from",
@@ -110,7 +110,13 @@ def releases(stack: str) -> list[str]:
     """Every release the registry serves, oldest first (pre-releases left out), as
     longlook names them (quic-go's v0.65.0 is 0.65.0, as in its caps.json)."""
     reg = registry(stack)
-    if reg.kind == "go":
+    if reg.kind == "cargo":
+        try:
+            words, hint = cargo_release.versions(reg.package), ""
+        except cargo_release.CratesIndexError as e:
+            raise ReleaseError(f"could not list {stack}'s releases on {reg.name} ({e}); check the network or "
+                               "LONGLOOK_CRATES_INDEX") from None
+    elif reg.kind == "go":
         proc = subprocess.run(["go", "list", "-m", "-versions", reg.package], capture_output=True, text=True,
                               cwd=ENDPOINTS_DIR / stack)
         words = proc.stdout.split()[1:] if proc.returncode == 0 else None
@@ -190,13 +196,15 @@ def _install(stack: str, version: str, log) -> Path:
     # looks complete.
     tmp = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=d.parent))
     try:
-        proc = (_go_build if reg.kind == "go" else _pip_install)(stack, reg, version, tmp)
+        build = {"go": _go_build, "cargo": _cargo_build}.get(reg.kind, _pip_install)
+        proc = build(stack, reg, version, tmp)
         log_path = _beside(stack, version, ".log")
         if proc.returncode != 0:
             log_path.write_text(proc.stdout + proc.stderr)
-            tail = " / ".join(ln.strip() for ln in (proc.stdout + proc.stderr).strip().splitlines()[-3:])
-            tool = proc.args[0] if reg.kind == "go" else "pip"
-            raise ReleaseError(f"{stack}@{version}: {reg.name}'s release did not {'build' if reg.kind == 'go' else 'install'} "
+            said = [ln.strip() for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+            tail = " / ".join(said[-3:])
+            tool = proc.args[0] if reg.kind != "pip" else "pip"
+            raise ReleaseError(f"{stack}@{version}: {reg.name}'s release did not {'install' if reg.kind == 'pip' else 'build'} "
                                f"here ({Path(str(tool)).name} exited {proc.returncode}: {tail}); the whole log is "
                                f"{log_path}; pick another release")
         shutil.rmtree(d, ignore_errors=True)
@@ -240,9 +248,16 @@ def _go_build(stack: str, reg: Registry, version: str, into: Path) -> subprocess
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+def _cargo_build(stack: str, reg: Registry, version: str, into: Path) -> subprocess.CompletedProcess:
+    return cargo_release.build(stack, version, into, PROGRAM)
+
+
 def installed_version(stack: str, d: Path) -> str | None:
-    """The version the install itself declares (a wheel's dist-info; the go.mod it was built with)."""
+    """The version the install itself declares (a wheel's dist-info; the go.mod or
+    Cargo.lock it was built with)."""
     reg = registry(stack)
+    if reg.kind == "cargo":
+        return cargo_release.built_version(stack, d)
     if reg.kind == "go":
         mod = d / "src" / "go.mod"
         for line in (mod.read_text().splitlines() if mod.exists() else []):
@@ -261,6 +276,11 @@ def controllers(stack: str, d: Path) -> list[str]:
         # aioquic ≥ 0.9.25 has congestion/{reno,cubic}.py; older releases NewReno only.
         have = {"newreno"} | ({"cubic"} if (d / "aioquic" / "quic" / "congestion" / "cubic.py").exists() else set())
         return sorted(have)
+    if registry(stack).kind == "cargo":
+        # The endpoint's own controller table is built in: the pinned stack's names.
+        from harness.endpoints import load
+
+        return sorted(load(stack).cc)
     # quic-go: one controller (a CUBIC sender in Reno mode), as the pinned release.
     return ["newreno"]
 

@@ -20,7 +20,7 @@ PYTEST_PROGRESS = re.compile(r"^[.FsxXEN]+\s+\[\s*\d+%\]$")
 def add_parser(sub) -> None:
     p = sub.add_parser("versions", help="run the properties and reference schedules on each release of a stack "
                                         "and print what changed between consecutive releases (docs/versions.md)")
-    p.add_argument("stack", help="the stack (releases: aioquic, from PyPI)")
+    p.add_argument("stack", help="the stack (releases: aioquic from PyPI, quic-go from the Go module proxy, quinn and quiche from crates.io)")
     p.add_argument("--from", dest="first", required=True, metavar="A", help="the oldest release, e.g. 1.0.0")
     p.add_argument("--to", dest="last", required=True, metavar="B", help="the newest release, e.g. 1.7.2")
     p.add_argument("--cc", help="the controller (default: the stack's default, where each release has it)")

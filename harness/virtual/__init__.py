@@ -37,10 +37,17 @@ class RealTimeOnly(Exception):
     Callers turn it into a skip, never a silent fallback to real time."""
 
 
+#: Stacks whose virtual-time host is a program compiled against the pinned release.
+COMPILED_HOSTS = ("quinn", "quiche")
+
+
 def supports(stack_name: str) -> str | None:
     """None if `stack_name` (or a release of it, name@version) runs in virtual time,
     else the reason it does not."""
-    stack_name = stack_name.partition("@")[0]
+    stack_name, _, version = stack_name.partition("@")
+    if version and stack_name in COMPILED_HOSTS:
+        return (f"{stack_name}@{version} is real time only: the virtual-time host is compiled against the pinned "
+                f"{stack_name}; a release's own build is its real-time endpoint")
     if stack_name in SUPPORTED:
         return None
     why = WHY_NOT.get(stack_name, "its endpoint is a separate process that reads the real clock")
