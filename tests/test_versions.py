@@ -68,7 +68,10 @@ def test_the_table_has_one_row_per_release_with_failed_runs_shown():
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["versions", "quinn", "--from", "0.10.0", "--to", "0.11.0", "--out", "X"], "quinn has no releases to choose from"),
+    (["versions", "tquic", "--from", "1.5.0", "--to", "1.6.0", "--mode", "real", "--out", "X"],
+     "tquic has no releases to choose from"),
+    (["versions", "quinn", "--from", "0.11.9", "--to", "0.11.11", "--out", "X"],
+     "--mode virtual: quinn@0.11.9 is real time only"),
     (["versions", "aioquic", "--from", "1.7.2", "--to", "1.0.0", "--out", "X"], "swap them"),
     (["versions", "aioquic", "--from", "1.0.0", "--to", "9.9.9", "--out", "X"], "PyPI has no release 9.9.9"),
     (["versions", "tcp", "--from", "1", "--to", "2", "--out", "X"], "--mode virtual: tcp is real time only"),

@@ -47,8 +47,10 @@ def run(a: argparse.Namespace, progress) -> int:
         raise UnitError(f"--runs {a.runs}: give at least 1")
     if a.jobs < 1:
         raise UnitError(f"--jobs {a.jobs}: give at least 1")
-    if a.mode == "virtual" and virtual.supports(a.stack):
-        raise UnitError(f"--mode virtual: {virtual.supports(a.stack)}; use --mode real")
+    # A release, not the bare stack: quinn runs in virtual time, quinn@0.11.11 does not.
+    why = virtual.supports(a.stack) or virtual.supports(f"{a.stack}@{a.first}")
+    if a.mode == "virtual" and why:
+        raise UnitError(f"--mode virtual: {why}; use --mode real")
     versions = releases.between(a.stack, a.first, a.last)
     pinned = load(a.stack)
     cc = a.cc or pinned.default_cc
