@@ -9,7 +9,8 @@
 EXTENDS MCCongestionControl
 
 CONSTANTS TrapFrom, TrapAction, TrapTo,
-          TrapAvoid  \* actions the path may not take on its way (those no schedule can bring about)
+          TrapAvoid,       \* actions the path may not take on its way (those no schedule can bring about)
+          TrapAvoidStates  \* states it may not pass through (those only some stacks can reach)
 
 VARIABLE last   \* the step just taken: its states, action and packet number (NoPn: none)
 
@@ -31,6 +32,7 @@ TrapNext ==
        \/ \E b \in BOOLEAN : SetAppLimited(b) /\ Took("SetAppLimited", IF b THEN 1 ELSE 0)
     /\ largest_sent' <= MaxPn /\ pto_count' <= MaxPto
     /\ last'.action \notin TrapAvoid \/ last'.action = TrapAction
+    /\ last'.to \notin TrapAvoidStates
 
 NotReached == ~(last.from = TrapFrom /\ last.action = TrapAction /\ last.to = TrapTo)
 =============================================================================

@@ -277,3 +277,36 @@ def test_an_ecn_echo_is_the_cause_a_cut_needs_and_the_model_steps_through_it(fin
     lossy = validate.Trace("picoquic", "server", events[:-1] + [PacketLost(55.0, 9), events[-1]], "x")
     without = validate.validate_log(tracefile.from_trace(lossy, "newreno"), lossy)
     assert not without.accepted and without.mismatch.line == len(lossy.events), without.describe()
+
+
+def _capped_run():
+    """Slow start to a window of 14400 B, then ssthresh logged at that window."""
+    from harness.observe.events import PacketAcked
+
+    return validate.Trace("aioquic", "server", [
+        Metrics(0.0, congestion_window=12000),
+        *[PacketSent(1.0 + pn, pn, size=1200, ack_eliciting=True) for pn in range(4)],
+        PacketAcked(10.0, 0), PacketAcked(11.0, 1),
+        Metrics(12.0, congestion_window=14400), Metrics(13.0, ssthresh=14400),
+        PacketSent(14.0, 4, size=1200, ack_eliciting=True)], "x")
+
+
+def test_a_window_cap_is_the_models_max_window(finder):
+    """A run's window cap (the plan's window_cap, LL_MAX_WINDOW) is MaxWindow: a
+    window at it is CongestionAvoidanceMaxed, one above it a deviation."""
+    maxed = ("SlowStart", "OnSlowStartExit", "CongestionAvoidanceMaxed")
+    log = tracefile.from_trace(_capped_run(), "newreno", max_window=14400)
+    assert "TraceMaxWindow == 14400" in log.module()
+    verdict = validate.validate_log(log, _capped_run())
+    assert verdict.accepted, verdict.describe()
+    reached = coverage.transitions(verdict)
+    assert reached[maxed] == 1
+    assert reached[("CongestionAvoidanceMaxed", "OnPacketSent", "CongestionAvoidanceMaxed")] == 1
+    # Without a cap the same run is in congestion avoidance.
+    uncapped = coverage.transitions(validate.validate_log(tracefile.from_trace(_capped_run(), "newreno"),
+                                                          _capped_run()))
+    assert maxed not in uncapped and ("SlowStart", "OnSlowStartExit", "CongestionAvoidance") in uncapped
+    # A window above the cap is no step of the model.
+    over = validate.validate_log(tracefile.from_trace(_capped_run(), "newreno", max_window=13200), _capped_run())
+    assert not over.accepted and over.mismatch.kind == "window-growth-too-fast"
+    assert coverage.observable(maxed) and maxed in coverage.model_transitions()

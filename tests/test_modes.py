@@ -134,3 +134,29 @@ def test_an_example_keeps_its_padded_certificate():
     e = Example("n", "aioquic", "newreno", schedule, replace(PLAN, cert_padding=4_000), 30.0, "virtual")
     assert Example.from_json(json.loads(json.dumps(e.to_json()))).plan.cert_padding == 4_000
     assert "cert_padding" not in Example("n", "aioquic", "newreno", schedule, PLAN, 30.0).to_json()["plan"]
+
+
+def test_an_example_keeps_its_window_cap_and_runs_with_it(monkeypatch, tmp_path):
+    """A plan's window cap survives the example's JSON (a replay sets it too) and
+    reaches the endpoint as its options' max_window (LL_MAX_WINDOW)."""
+    from dataclasses import replace
+
+    import harness.virtual
+    from harness.run import run_example
+
+    schedule = Schedule.constant(0, LinkSettings(rate_bps=5_000_000, delay_us=10_000))
+    e = Example("n", "aioquic", "newreno", schedule, replace(PLAN, window_cap=20_032), 30.0, "virtual")
+    again = Example.from_json(json.loads(json.dumps(e.to_json())))
+    assert again.plan.window_cap == 20_032
+    assert "window_cap" not in Example("n", "aioquic", "newreno", schedule, PLAN, 30.0).to_json()["plan"]
+    seen = []
+
+    def transfer(schedule, out, stack, plan, opts):
+        seen.append(opts.max_window)
+        return type("R", (), {"unsupported": False})()
+
+    monkeypatch.setattr(harness.virtual, "transfer", transfer)
+
+    aioquic = load("aioquic")
+    run_example(again, Target(aioquic, aioquic.cc["newreno"]), tmp_path)
+    assert seen == [20_032]

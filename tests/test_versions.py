@@ -114,3 +114,11 @@ def test_a_different_selection_does_not_reuse_the_properties(tmp_path):
     assert sweep.properties_command(opts, "1.6.1") != sweep.properties_command(other, "1.6.1")
     assert "--no-real-recheck" in sweep.properties_command(opts, "1.6.1")
     assert "--no-real-recheck" not in sweep.properties_command(sweep.Options("aioquic", "newreno", tmp_path), "1.6.1")
+
+
+def test_minors_keeps_the_newest_patch_of_each_minor_version():
+    from harness.endpoints.releases import newest_of_each_minor
+
+    served = ["0.24.9", "0.25.0", "0.26.0", "0.26.1", "0.28.0", "0.29.0", "0.29.3", "0.29.10", "0.30.0", "1.0.0rc1"]
+    assert newest_of_each_minor(served) == ["0.24.9", "0.25.0", "0.26.1", "0.28.0", "0.29.10", "0.30.0", "1.0.0rc1"]
+    assert newest_of_each_minor([]) == []

@@ -152,6 +152,18 @@ def between(stack: str, first: str, last: str) -> list[str]:
     return [v for v in served if lo <= Version(v) <= hi]
 
 
+def newest_of_each_minor(versions: list[str]) -> list[str]:
+    """Of `versions` (oldest first), the newest of each minor version (0.29.0 … 0.29.3
+    → 0.29.3), oldest first: "the last N minor releases" as their latest patches."""
+    newest: dict[tuple[int, int], str] = {}
+    for v in versions:
+        parsed = Version(v)
+        key = (parsed.major, parsed.minor)
+        if key not in newest or parsed > Version(newest[key]):
+            newest[key] = v
+    return sorted(newest.values(), key=Version)
+
+
 def _known(stack: str, version: str, served: list[str]) -> None:
     if version not in served:
         near = ", ".join(served[-8:])

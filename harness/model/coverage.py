@@ -32,10 +32,9 @@ Transition = tuple[str, str, str]
 UNOBSERVABLE = {
     "ApplicationLimited": "no stack logs app-limited periods; harness/observe/states.py infers them for the "
                           "state plots but trace records do not carry them yet",
-    "CongestionAvoidanceMaxed": "no stack logs its window cap; the plans set none",
     "SetAppLimited": "as ApplicationLimited",
 }
-UNOBSERVABLE_STATES = ("ApplicationLimited", "CongestionAvoidanceMaxed")
+UNOBSERVABLE_STATES = ("ApplicationLimited",)
 UNOBSERVABLE_ACTIONS = ("SetAppLimited",)
 #: Observable, but only on a sender that marks its datagrams ECT (quinn, quic-go,
 #: picoquic, s2n-quic; not aioquic, quiche or tquic): the trace's "ecn" records come
@@ -43,6 +42,11 @@ UNOBSERVABLE_ACTIONS = ("SetAppLimited",)
 #: A directed path to any other transition takes none of these steps, so that it
 #: reaches the same states on every stack (harness/model/traps.py).
 ECT_ONLY_ACTIONS = ("OnEcnCe",)
+#: Observable, but only on a sender whose endpoint takes a window cap (caps.json
+#: honours.max_window: aioquic) in a run whose plan sets one (window_cap): trace
+#: validation gives the cap to the model as MaxWindow, and a window held at it is
+#: CongestionAvoidanceMaxed. The model conformance property draws caps for those.
+CAP_ONLY_STATES = ("CongestionAvoidanceMaxed",)
 
 
 @lru_cache(maxsize=1)
@@ -145,6 +149,8 @@ def table(model: frozenset[Transition], stacks: dict[str, StackCoverage]) -> str
     rows += [f"- {part}: {why}" for part, why in UNOBSERVABLE.items()]
     rows.append(f"\n{', '.join(ECT_ONLY_ACTIONS)}: observable where the sender marks its datagrams ECT and the "
                 "link CE-marks some (ACK_ECN counts in the capture); never reached on a sender that does not")
+    rows.append(f"\n{', '.join(CAP_ONLY_STATES)}: observable where the sender's endpoint takes a window cap "
+                "(caps.json honours.max_window) and the run sets one; never reached on a sender that does not")
     return "\n".join(rows)
 
 

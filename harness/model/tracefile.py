@@ -55,6 +55,9 @@ class TraceLog:
     max_datagram_size: int
     initial_window: int
     family: str
+    #: The sender's window cap in bytes (the plan's window_cap, LL_MAX_WINDOW), the
+    #: model's MaxWindow: at it, CcState is CongestionAvoidanceMaxed. INFINITY: none.
+    max_window: int = INFINITY
 
     def module(self, stuck_at: int = 0, start: int = 1, resume: dict | None = None) -> str:
         """The TLA+ source; `stuck_at` (a cursor value, 1-based) asks the spec to
@@ -73,6 +76,7 @@ class TraceLog:
             f"TraceTolerance == {tol}\n"
             f'TraceAlgorithm == "{self.family}"\n'
             f"TraceInfinity == {INFINITY}\n"
+            f"TraceMaxWindow == {self.max_window}\n"
             f"TraceStuckAt == {stuck_at}\n"
             f"TraceStart == {start}\n"
             f"TraceResume == {render(resume) if resume else '[none |-> TRUE]'}\n"
@@ -106,12 +110,14 @@ def _check(trace: Trace, family: str, ecn: bool = False) -> None:
                             "the window's growth cannot be tied to acknowledgements")
 
 
-def from_trace(trace: Trace, family: str, ce_acks: Collection[tuple[str, int]] = ()) -> TraceLog:
+def from_trace(trace: Trace, family: str, ce_acks: Collection[tuple[str, int]] = (),
+               max_window: int | None = None) -> TraceLog:
     """The records of `trace`; raises Unvalidatable naming what is missing.
     `ce_acks` are the (space, packet number) of the largest acknowledged packet of
     each ACK that raised the CE count for a mark of the link's (harness/verdict/ecn.py):
     an "ecn" record follows that packet's "acked" record (RFC 9002 App. B.7 processes
-    the ECN counts of the ACK that acknowledged it)."""
+    the ECN counts of the ACK that acknowledged it). `max_window` is the window cap
+    the run set (bytes; None: none)."""
     _check(trace, family, ecn=bool(ce_acks))
     pending_ce = set(ce_acks)
     sent: dict[tuple[str, int], tuple[int, int, bool]] = {}
@@ -150,7 +156,7 @@ def from_trace(trace: Trace, family: str, ce_acks: Collection[tuple[str, int]] =
         records = _losses_after_their_ack(records, trace)
     if dialect.window_before_acks:
         records = _acks_first(records, trace)
-    return TraceLog(records, _max_datagram(trace), initial, family)
+    return TraceLog(records, _max_datagram(trace), initial, family, max_window or INFINITY)
 
 
 def _losses_after_their_ack(records: list[Record], trace: Trace) -> list[Record]:

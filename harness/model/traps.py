@@ -5,7 +5,10 @@ trap property "it never fires"; TLC refutes it breadth-first and its counterexam
 is a shortest path of model steps to it. The path to an observable transition takes
 no unobservable action on its way (no schedule brings one about, and a trace cannot
 confirm it), nor an ECN step unless the transition is one (a sender that marks no
-datagram ECT ignores the marks: the path must reach its states on every stack). harness/schedule/directed.py turns a path into an impairment schedule.
+datagram ECT ignores the marks: the path must reach its states on every stack), nor
+a capped state unless the transition involves one (coverage.CAP_ONLY_STATES: only a
+sender that takes a window cap reaches them). harness/schedule/directed.py turns a
+path into an impairment schedule.
 
 TLC takes a few seconds per transition, so the paths are kept in spec/traps.json with
 the hash of the model files they came from: a run reads them and pays nothing. When
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.model import tlavalue, tlc
-from harness.model.coverage import (ECT_ONLY_ACTIONS, UNOBSERVABLE_ACTIONS, Transition, model_transitions,
+from harness.model.coverage import (CAP_ONLY_STATES, ECT_ONLY_ACTIONS, UNOBSERVABLE_ACTIONS, Transition, model_transitions,
                                     observable)
 from harness.model.validate import SPEC_DIR
 
@@ -78,8 +81,14 @@ def _config(t: Transition) -> str:
             bounds.append(ln)
     avoided = [*UNOBSERVABLE_ACTIONS, *(a for a in ECT_ONLY_ACTIONS if a != t[1])]
     avoid = "{}" if not observable(t) else "{" + ", ".join(f'"{a}"' for a in avoided) + "}"
+    # A path to a transition outside the capped states stays out of them, so that it
+    # reaches its transition on a sender that takes no cap as well.
+    states = [s for s in CAP_ONLY_STATES if s not in t] if observable(t) else []
+    avoid_states = "{" + ", ".join(f'"{s}"' for s in states) + "}"
     return "\n".join([*bounds, f'CONSTANT TrapFrom = "{t[0]}"', f'CONSTANT TrapAction = "{t[1]}"',
-                      f'CONSTANT TrapTo = "{t[2]}"', f"CONSTANT TrapAvoid = {avoid}", "INIT TrapInit", "NEXT TrapNext", "INVARIANT NotReached", ""])
+                      f'CONSTANT TrapTo = "{t[2]}"', f"CONSTANT TrapAvoid = {avoid}",
+                      f"CONSTANT TrapAvoidStates = {avoid_states}", "INIT TrapInit", "NEXT TrapNext",
+                      "INVARIANT NotReached", ""])
 
 
 _STATE = re.compile(r"^State \d+: ", re.M)

@@ -57,6 +57,8 @@ def write_model_pages(out: Path, coverage_dir: Path | None, notes: list[str]) ->
             f"shows, and are left out:</p><ul>{reasons}</ul>"
             f"<p>{esc(', '.join(mc.ECT_ONLY_ACTIONS))}: observable where the sender marks its datagrams ECT and the "
             f"link CE-marks some; never reached on a sender that does not.</p>"
+            f"<p>{esc(', '.join(mc.CAP_ONLY_STATES))}: observable where the sender's endpoint takes a window cap "
+            f"and the run sets one; never reached on a sender that does not.</p>"
             f"<ul>{summary}</ul>" + table(rows, raw=True))
     (out / "model.html").write_text(page("model coverage", body))
     (out / "stacks").mkdir(exist_ok=True)

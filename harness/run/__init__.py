@@ -75,7 +75,8 @@ class Example:
                      "think_ms": self.plan.think_ms, "seed": self.plan.seed,
                      "tcp_flows": self.plan.tcp_flows, "tcp_cc": self.plan.tcp_cc,
                      "quic_flows": self.plan.quic_flows, "direction": self.plan.direction}
-                    | ({"cert_padding": self.plan.cert_padding} if self.plan.cert_padding else {}),
+                    | ({"cert_padding": self.plan.cert_padding} if self.plan.cert_padding else {})
+                    | ({"window_cap": self.plan.window_cap} if self.plan.window_cap else {}),
             "timeout_s": self.timeout_s,
             "mode": self.mode,
         } | ({"peer": self.peer} if self.peer else {})
@@ -86,7 +87,7 @@ class Example:
         plan = TransferPlan(sizes=tuple(p["sizes"]), testcase=p["testcase"], think_ms=p["think_ms"], seed=p["seed"],
                             tcp_flows=p.get("tcp_flows", 0), tcp_cc=p.get("tcp_cc", "cubic"),
                             quic_flows=p.get("quic_flows", 1), direction=p.get("direction", "download"),
-                            cert_padding=p.get("cert_padding", 0))
+                            cert_padding=p.get("cert_padding", 0), window_cap=p.get("window_cap", 0))
         return cls(d["nodeid"], d["stack"], d["cc"], Schedule.from_json(d["schedule"]), plan, d["timeout_s"],
                    d.get("mode", "real"), d.get("peer"))
 
@@ -144,7 +145,7 @@ def run_example(example: Example, target: Target, out: Path) -> TransferResult:
     `example.mode` (see `mode_for`); in virtual time, a stack or plan that needs
     real time raises harness.virtual.RealTimeOnly."""
     opts = EndpointOptions(cc=None if target.cc.name == target.stack.default_cc else target.cc.name,
-                           timeout_s=example.timeout_s)
+                           timeout_s=example.timeout_s, max_window=example.plan.window_cap or None)
     if example.mode == "virtual":
         from harness import virtual
 

@@ -38,6 +38,12 @@ class TransferPlan:
     #: own server on the same link, its client started with the transfer's (real time,
     #: local backend): pairwise fairness, as Prudentia measures it. None: no rival.
     rival: str | None = None
+    #: A ceiling on the sender's congestion window, bytes (0: none): the endpoint
+    #: contract's LL_MAX_WINDOW, for stacks whose endpoint declares it (caps.json
+    #: honours.max_window; any other refuses the run as unsupported). A sender
+    #: setting, not the application's, but part of what one example runs, so a
+    #: replay runs it too; trace validation gives it to the model as MaxWindow.
+    window_cap: int = 0
 
     def __post_init__(self) -> None:
         if self.direction not in DIRECTIONS:

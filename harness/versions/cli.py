@@ -33,6 +33,8 @@ def add_parser(sub) -> None:
                    help="run each release's properties in N processes (pytest-xdist; default 2, 1 for one)")
     p.add_argument("--mode", choices=("virtual", "real"), default="virtual",
                    help="virtual time (the default, where the stack runs in it) or real time")
+    p.add_argument("--minors", action="store_true",
+                   help="only the newest release of each minor version from A to B (its latest patch)")
     p.add_argument("--out", type=Path, required=True,
                    help="the directory for every release's results (give the same one to resume)")
 
@@ -52,6 +54,8 @@ def run(a: argparse.Namespace, progress) -> int:
     if a.mode == "virtual" and why:
         raise UnitError(f"--mode virtual: {why}; use --mode real")
     versions = releases.between(a.stack, a.first, a.last)
+    if a.minors:
+        versions = releases.newest_of_each_minor(versions)
     pinned = load(a.stack)
     cc = a.cc or pinned.default_cc
     opts = sweep.Options(a.stack, cc, a.out, quick=a.quick, runs=a.runs, mode=a.mode, select=a.select, jobs=a.jobs)
