@@ -30,7 +30,10 @@ from harness.schedule.strategies import QUIC, BaseLink
 from harness.verdict import outcomes
 from harness.verdict.deviation import deviation, raise_all
 
-PLAN = TransferPlan(sizes=(400_000,))
+#: A 400 kB object, a pause, and a 100 kB one: the pause makes the sender application
+#: limited (RFC 9002 §7.8) once its tail drains, and the second object ends it, so
+#: every run passes through ApplicationLimited and out of it (harness/observe/appdata.py).
+PLAN = TransferPlan(sizes=(400_000, 100_000), testcase="appidle", think_ms=40)
 #: Set to 0 to turn model guidance off (bench/model_coverage_bench.py compares both).
 GUIDANCE_ENV = "LONGLOOK_MODEL_GUIDANCE"
 #: Two losses, early and later: every run of the case passes through slow start, a
@@ -91,7 +94,8 @@ def test_run_is_a_behaviour_of_the_model(longlook, target, schedule, cap):
         obs.completed()
         trace = obs.sender_with_wire
         try:
-            log = tracefile.from_trace(trace, target.cc.family, _ce_acks(obs, schedule), plan.window_cap or None)
+            log = tracefile.from_trace(trace, target.cc.family, _ce_acks(obs, schedule), plan.window_cap or None,
+                                       _app_marks(obs))
         except tracefile.Unvalidatable as e:
             outcomes.not_exercised(f"trace validation impossible on this run: {e}")
         verdict = validate.validate_log(log, trace, keep=obs.out_dir / "model")
@@ -120,6 +124,19 @@ def _ce_acks(obs, schedule) -> set[tuple[str, int]]:
         return set()
     ack_delay = min(p.c2s.delay_us or 0 for p in schedule.phases)
     return {("application", e.largest) for e in ecn.link_echoes(echoes, ecn.echo_times(records, ack_delay))}
+
+
+def _app_marks(obs):
+    """Where the sender's application ran dry and resumed, from its capture's STREAM
+    frames (harness/observe/appdata.py); none where the capture cannot be decrypted
+    (the trace then has no app-limited periods, and the model none to judge)."""
+    from harness.observe.appdata import AppMarks, app_marks
+    from harness.run import Inconclusive
+
+    try:
+        return app_marks(obs.wire)
+    except Inconclusive:
+        return AppMarks()
 
 
 def deviations(verdict, case: str) -> list:

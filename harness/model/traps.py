@@ -7,7 +7,9 @@ no unobservable action on its way (no schedule brings one about, and a trace can
 confirm it), nor an ECN step unless the transition is one (a sender that marks no
 datagram ECT ignores the marks: the path must reach its states on every stack), nor
 a capped state unless the transition involves one (coverage.CAP_ONLY_STATES: only a
-sender that takes a window cap reaches them). harness/schedule/directed.py turns a
+sender that takes a window cap reaches them), nor an application's pause unless the
+transition involves one (coverage.PLAN_ONLY_*: the plan's think time brings those
+about, not the link). harness/schedule/directed.py turns a
 path into an impairment schedule.
 
 TLC takes a few seconds per transition, so the paths are kept in spec/traps.json with
@@ -27,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.model import tlavalue, tlc
-from harness.model.coverage import (CAP_ONLY_STATES, ECT_ONLY_ACTIONS, UNOBSERVABLE_ACTIONS, Transition, model_transitions,
-                                    observable)
+from harness.model.coverage import (CAP_ONLY_STATES, ECT_ONLY_ACTIONS, PLAN_ONLY_ACTIONS, PLAN_ONLY_STATES, Transition,
+                                    model_transitions, observable)
 from harness.model.validate import SPEC_DIR
 
 CACHE = SPEC_DIR / "traps.json"
@@ -79,10 +81,13 @@ def _config(t: Transition) -> str:
             bounds.append(f"CONSTANT MaxPto = {int(m.group(1)) + EXTRA_PTO}")
         elif ln.startswith("CONSTANT"):
             bounds.append(ln)
-    avoided = [*UNOBSERVABLE_ACTIONS, *(a for a in ECT_ONLY_ACTIONS if a != t[1])]
+    # A path to an observable transition takes no step only some runs can bring about
+    # (an ECN mark, an application's pause) and passes through no state only some
+    # senders reach (a capped window) on its way, unless the transition is one: it
+    # reaches its transition by link impairments alone, on every sender.
+    plan_only = set(t) & {*PLAN_ONLY_STATES, *PLAN_ONLY_ACTIONS}
+    avoided = [*(a for a in ECT_ONLY_ACTIONS if a != t[1]), *([] if plan_only else PLAN_ONLY_ACTIONS)]
     avoid = "{}" if not observable(t) else "{" + ", ".join(f'"{a}"' for a in avoided) + "}"
-    # A path to a transition outside the capped states stays out of them, so that it
-    # reaches its transition on a sender that takes no cap as well.
     states = [s for s in CAP_ONLY_STATES if s not in t] if observable(t) else []
     avoid_states = "{" + ", ".join(f'"{s}"' for s in states) + "}"
     return "\n".join([*bounds, f'CONSTANT TrapFrom = "{t[0]}"', f'CONSTANT TrapAction = "{t[1]}"',

@@ -69,7 +69,7 @@ class Mismatch:
     bounds: dict = field(default_factory=dict)
 
     #: Every kind `kind` can return (spec/findings.toml signatures are checked against it).
-    KINDS = ("window-growth-in-recovery", "window-growth-too-fast", "reduction-out-of-bounds",
+    KINDS = ("window-growth-in-recovery", "window-growth-while-app-limited", "window-growth-too-fast", "reduction-out-of-bounds",
              "reduction-in-recovery", "reduction-without-loss", "ssthresh-unexplained", "sent-unexplained",
              "acked-unexplained", "lost-unexplained", "pto-unexplained", "other-unexplained")
 
@@ -80,7 +80,10 @@ class Mismatch:
         v = self.variables
         if self.k == "cwnd" and "congestion_window" in v:
             if self.logged > v["congestion_window"]:
-                return "window-growth-in-recovery" if v.get("in_recovery") else "window-growth-too-fast"
+                if v.get("in_recovery"):
+                    return "window-growth-in-recovery"
+                # §7.8: a sender whose application ran dry, with under half its window in flight.
+                return "window-growth-while-app-limited" if v.get("app_limited") else "window-growth-too-fast"
             if v.get("reduction_due") or v.get("lost_since_update"):
                 return "reduction-out-of-bounds"
             return "reduction-in-recovery" if v.get("in_recovery") else "reduction-without-loss"

@@ -52,7 +52,7 @@ def write_model_pages(out: Path, coverage_dir: Path | None, notes: list[str]) ->
         f"<li>{link(stack_href(n), n)}: {sum(1 for t in observable if stacks[n].reached.get(t))} of "
         f"{len(observable)} observable transitions, {stacks[n].runs} validated runs</li>" for n in names)
     unobservable = len(model) - len(observable)
-    reasons = "".join(f"<li>{esc(part)}: {esc(why)}</li>" for part, why in mc.UNOBSERVABLE.items())
+    reasons = "".join(f"<li>{esc(line)}</li>" for line in mc.unobservable_lines())
     body = (f"<p>{len(model)} transitions in the bounded model; {unobservable} involve a state or action no trace "
             f"shows, and are left out:</p><ul>{reasons}</ul>"
             f"<p>{esc(', '.join(mc.ECT_ONLY_ACTIONS))}: observable where the sender marks its datagrams ECT and the "

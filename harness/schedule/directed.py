@@ -18,8 +18,10 @@ starts with about 10 and has sent a handshake first. The mapping, step by step:
 - blackholes that overlap merge into one;
 - every other action (sends, acknowledgements, window moves, probe losses, the end
   of slow start) is the sender's own doing: no link action;
-- SetAppLimited has no mapping yet (it needs a request pattern with think time and
-  an app-limited observation the traces do not have): paths through it are left out.
+- SetAppLimited has no link mapping: an application's pause is the plan's (the
+  conformance plan pauses between its two objects, and the capture shows the sender
+  dry, harness/observe/appdata.py); paths through it are left out, and the paths to
+  every other transition avoid it (harness/model/traps.py).
 
 When a datagram is sent is estimated from slow start on the base link (the first
 data a round trip and a half after the link starts, the window doubling each round
