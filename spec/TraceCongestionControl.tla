@@ -12,7 +12,8 @@
 (*                                                                         *)
 (* Record fields (-1 where a field does not apply):                        *)
 (*   k     "sent" "acked" "lost" "pto" "cwnd" "ssthresh" "ecn" "app"       *)
-(*         "other" ("app": the sender became application limited, el TRUE, *)
+(*         "ackonly" "other" ("ackonly": an ACK of a packet never in     *)
+(*         flight; "app": the sender became application limited, el TRUE, *)
 (*         or stopped being so, el FALSE; from the capture's STREAM frames  *)
 (*         and the bytes in flight, harness/observe/appdata.py)             *)
 (*         ("ecn": the ACK whose largest acknowledged packet was the one    *)
@@ -94,13 +95,26 @@ IsSsthresh ==
             /\ ssth_choice # <<>> => ssthresh = Min(Max(E.ssth, ssth_choice[1]), ssth_choice[2])
             /\ UNCHANGED vars
 
+\* An acknowledgement of a packet never in flight (ACK-only): §6.2.1 resets the PTO
+\* backoff "when an acknowledgment is received" (A.7: any packet newly acknowledged),
+\* so it may; nothing else of the model moves (the largest acknowledged in flight is
+\* what its loss detection compares with).
+IsAckOnly ==
+    /\ E.k = "ackonly"
+    /\ \/ UNCHANGED vars
+       \/ /\ pto_count > 0 /\ pto_count' = 0
+          /\ UNCHANGED <<congestion_window, ssthresh, bytes_in_flight, inflight, largest_sent, largest_acked,
+                         recovery_start, in_recovery, credit, carry, reduction_due, lost_since_update,
+                         app_limited, cause, reductions>>
+          /\ Step("OnPacketsAcked")
+
 IsApp == E.k = "app" /\ SetAppLimited(E.el) /\ Step("SetAppLimited")
 
 IsOther == E.k = "other" /\ UNCHANGED vars
 
 TraceNext ==
     /\ cursor <= Len(TraceLog)
-    /\ \/ (IsSent \/ IsAcked \/ IsLost \/ IsPto \/ IsEcn \/ IsApp \/ IsOther) /\ UNCHANGED ssth_choice
+    /\ \/ (IsSent \/ IsAcked \/ IsLost \/ IsPto \/ IsEcn \/ IsApp \/ IsAckOnly \/ IsOther) /\ UNCHANGED ssth_choice
        \/ IsWindow \/ IsSsthresh
     /\ cursor' = cursor + 1
 

@@ -312,3 +312,22 @@ def test_a_window_cap_is_the_models_max_window(finder):
     over = validate.validate_log(tracefile.from_trace(_capped_run(), "newreno", max_window=13200), _capped_run())
     assert not over.accepted and over.mismatch.kind == "window-growth-too-fast"
     assert coverage.observable(maxed) and maxed in coverage.model_transitions()
+
+
+def test_an_ack_of_an_ack_only_packet_may_reset_the_pto_backoff(finder):
+    """RFC 9002 §6.2.1 resets the backoff "when an acknowledgment is received" (A.7: any
+    packet newly acknowledged): quiche does on an ACK of its ACK-only packet, so a PTO
+    count of 1 may follow one of 1. Nothing else moves: the window is unchanged."""
+    from harness.observe.events import PacketAcked, PtoExpired
+
+    events = [Metrics(0.0, congestion_window=12000), PacketSent(1.0, 0, size=1200, ack_eliciting=True),
+              PacketSent(2.0, 1, size=50, ack_eliciting=False), PtoExpired(10.0, pto_count=1),
+              PacketAcked(11.0, 1), PtoExpired(20.0, pto_count=1), PacketAcked(30.0, 0)]
+    trace = validate.Trace("aioquic", "server", events, "x")
+    log = tracefile.from_trace(trace, "newreno")
+    assert [r.k for r in log.records] == ["cwnd", "sent", "sent", "pto", "ackonly", "pto", "acked"]
+    verdict = validate.validate_log(log, trace)
+    assert verdict.accepted, verdict.describe()
+    # Without that acknowledgement the second expiry would be the second in a row.
+    trace = validate.Trace("aioquic", "server", events[:4] + events[5:], "x")
+    assert validate.validate_log(tracefile.from_trace(trace, "newreno"), trace).mismatch.kind == "pto-unexplained"

@@ -158,9 +158,13 @@ def from_trace(trace: Trace, family: str, ce_acks: Collection[tuple[str, int]] =
             kind = "acked" if isinstance(e, PacketAcked) else "lost"
             if known is None or (kind == "lost" and not known[2]):
                 # Never logged as sent, or a loss of a packet never in flight: nothing
-                # for the window. (An acknowledgement of one still moves the largest
-                # acknowledged and may reset the PTO backoff, RFC 9002 A.7.)
+                # for the window.
                 records.append(Record("other", line))
+            elif not known[2]:
+                # An acknowledgement of a packet never in flight (ACK-only): nothing for
+                # the window either, but it may reset the PTO backoff (RFC 9002
+                # §6.2.1, A.7; quiche does).
+                records.append(Record("ackonly", line, pn=known[0], size=known[1]))
             else:
                 if kind == "acked" and dry and not limited and cwnd and known[0] in in_flight \
                         and bytes_in_flight < APP_LIMITED_SHARE * cwnd:
@@ -247,7 +251,7 @@ def _acks_first(records: list[Record], trace: Trace) -> list[Record]:
         # An ACK's ECN counts go with its acknowledgements, and so does the app-limited
         # mark set before one (or cleared before a send: acknowledgements then earn
         # credit, as they would have).
-        first = ("app", "acked", "lost", "ecn")
+        first = ("app", "acked", "ackonly", "lost", "ecn")
         out += [r for r in group if r.k in first] + [r for r in group if r.k not in first]
         i = j
     return out
