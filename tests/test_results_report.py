@@ -471,7 +471,15 @@ def test_the_model_pages_show_each_target_s_state_machine_as_its_runs_took_it(tm
     assert not [n for n in made["notes"] if "dot" in n or "TLC" in n], made["notes"]
     model = (tmp_path / "site" / "model.html").read_text()
     assert "aioquic-newreno" in model and "validated runs" in model
-    assert "SetAppLimited: as ApplicationLimited" in model and "OnEcnCe: observable where the sender marks" in model
+    from html import escape
+
+    from harness.model.coverage import unobservable_lines
+
+    # Each unobservable transition with its reason, and the states and actions only some
+    # senders reach.
+    assert unobservable_lines() and all(escape(line) in model for line in unobservable_lines())
+    assert "OnEcnCe: observable where the sender marks" in model
+    assert "CongestionAvoidanceMaxed: observable where the sender's endpoint takes a window cap" in model
     stack = tmp_path / "site" / "stacks" / "aioquic-newreno.html"
     text = stack.read_text()
     assert 'src="aioquic-newreno.svg"' in text and "Recovery" in text
