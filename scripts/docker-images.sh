@@ -24,7 +24,8 @@ stage() {
         aioquic)
             local version
             version=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["version"])' "$ep/aioquic/caps.json")
-            cp "$ep/aioquic/endpoint.py" "$ep/aioquic/h3serve.py" "$dst/endpoint/"
+            # window_cap.py: LL_MAX_WINDOW (the model property draws caps for aioquic).
+            cp "$ep/aioquic/endpoint.py" "$ep/aioquic/h3serve.py" "$ep/aioquic/window_cap.py" "$dst/endpoint/"
             # Wheels for the image's Python (bookworm: 3.11, as the project's venv).
             if [ ! -d "$dst/site/aioquic-$version.dist-info" ]; then
                 rm -rf "$dst/site"
