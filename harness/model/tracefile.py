@@ -170,7 +170,7 @@ def from_trace(trace: Trace, family: str, ce_acks: Collection[tuple[str, int]] =
                         and bytes_in_flight < APP_LIMITED_SHARE * cwnd:
                     records.append(Record("app", line, el=True))
                     limited = True
-                elif kind == "lost" and known[2]:
+                elif kind == "lost":
                     # Lost data is data to send again: not dry until the application's
                     # next response ends (which retransmission is the last, the
                     # capture cannot tell).
