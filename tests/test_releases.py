@@ -193,6 +193,7 @@ def test_impls_says_which_stacks_have_releases_and_which_are_installed(cache, ca
     assert "releases: any from PyPI as --impl aioquic@VERSION; installed: 1.6.1" in out
     assert "releases: any from the Go module proxy as --impl quic-go@VERSION; installed: none yet" in out
     assert "releases: any from crates.io as --impl quinn@VERSION" in out
+    assert "releases: any from PyPI as --impl picoquic@VERSION" in out
     assert "tquic@" not in out
 
 
@@ -276,3 +277,41 @@ def test_a_quinn_release_is_the_endpoint_built_against_it_and_its_companion(cach
     version = next(r for r in applog_records(pair.server.applog) if r["event"] == "version")
     assert version["version"] == "0.11.11" and "0.11.15" in json.dumps(version), version
     assert endpoints.load("quinn").argv == [str(endpoints.load("quinn").run)]
+
+
+def test_a_picoquic_release_is_an_aiopquic_release_with_the_picoquic_it_bundles(cache):
+    """picoquic's releases are its binding's (aiopquic on PyPI), installed with the
+    endpoint's own Python; the record names the picoquic inside, and the controllers
+    are the ones that picoquic itself registers."""
+    assert releases.pinned_version("picoquic") == "0.6.1"  # caps.json's "binding", not picoquic's 1.1.53.0
+    assert endpoints.load("picoquic@0.6.1") == endpoints.load("picoquic")
+    stack = endpoints.load("picoquic@0.4.1")
+    assert stack.label == "picoquic@0.4.1" and stack.release_dir == releases.release_dir("picoquic", "0.4.1")
+    record = releases.record("picoquic", "0.4.1")
+    assert record["package"] == "aiopquic" and record["picoquic"] == "1.1.51.1" and len(record["picoquic_sha"]) == 40
+    assert set(stack.cc) == set(record["controllers"]) >= {"newreno", "cubic", "prague", "bbr"}
+    assert releases.installed_version("picoquic", stack.release_dir) == "0.4.1"
+
+
+def test_a_picoquic_release_that_registers_none_of_the_endpoints_controllers_is_refused(cache):
+    """aiopquic 0.2.7's picoquic registers no controller by name: every run would be
+    picoquic's default whatever LL_CC said, so the release is refused, not installed."""
+    with pytest.raises(StackError) as e:
+        endpoints.load("picoquic@0.2.7")
+    msg = str(e.value)
+    assert "picoquic@0.2.7" in msg and "registers none of the controllers" in msg and "pick a newer release" in msg
+    assert not releases.is_installed("picoquic", "0.2.7")
+    assert not releases.release_dir("picoquic", "0.2.7").exists()
+
+
+@pytest.mark.netns
+def test_a_picoquic_release_older_than_its_settings_runs_and_says_what_it_left_out(netns_ready, cache, tmp_path):
+    out = tmp_path / "t"
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "transfer", "--impl", "picoquic@0.5.2", "--cc", "cubic",
+                        "--bytes", "300KB", "--rate", "20mbit", "--rtt", "20ms", "--out", str(out)],
+                       capture_output=True, text=True, timeout=180, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("picoquic@0.5.2 cubic: 300000 bytes")
+    record = json.loads((out / "server" / "app.ndjson").read_text().splitlines()[0])
+    assert record["binding"] == "aiopquic 0.5.2" and record["cc"] == "cubic"
+    assert set(record["unsupported"]) == {"pmtud", "ip_family"}

@@ -230,7 +230,7 @@ def _load_release(spec: str) -> Stack:
 
     name, version = releases.split(spec)
     pinned = load(name)
-    if version == pinned.version:
+    if version == releases.pinned_version(name):
         return pinned
     directory = releases.ensure(name, version, log=lambda m: print(f"longlook: {m}", file=sys.stderr))
     ships = set(releases.record(name, version)["controllers"])

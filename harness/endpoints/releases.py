@@ -17,7 +17,10 @@ aioquic's releases come from PyPI, installed as they are: its endpoint
 release shares. quic-go's come from the Go module proxy: the endpoint's own sources
 are built against the release, which works where its API is the one they use
 (the build failing says where it is not). quinn's and quiche's come from crates.io
-the same way, built with cargo (harness.endpoints.cargo_release).
+the same way, built with cargo (harness.endpoints.cargo_release). picoquic's come
+from PyPI as aiopquic releases (the binding bundles picoquic in its wheel), installed
+with the picoquic endpoint's own Python 3.12 (aiopquic has no wheel for older ones):
+`picoquic@0.5.2` is aiopquic 0.5.2, and its record names the picoquic it bundles.
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ class Registry:
     name: str
     package: str
     kind: str
+    #: The interpreter whose pip lists and installs the releases, relative to the
+    #: stack's endpoint directory, where it is not the harness's own.
+    python: str | None = None
 
 
 REGISTRIES = {
@@ -59,11 +65,11 @@ REGISTRIES = {
     "quic-go": Registry("the Go module proxy", "github.com/quic-go/quic-go", "go"),
     "quinn": Registry("crates.io", "quinn", "cargo"),
     "quiche": Registry("crates.io", "quiche", "cargo"),
+    "picoquic": Registry("PyPI", "aiopquic", "pip", python=".venv/bin/python"),
 }
 #: Why the other stacks have no releases yet (shown when one is asked for).
 NOT_YET = {
     "tquic": "its endpoint is compiled against tquic 1.6's API (crates.io); other releases are not built yet",
-    "picoquic": "its endpoint runs aiopquic's bundled picoquic; other releases are not built yet",
     "tcp": "kernel TCP is the running kernel's; it has no releases to choose from",
 }
 #: A compiled release's program, in its release directory.
@@ -122,7 +128,7 @@ def releases(stack: str) -> list[str]:
         words = proc.stdout.split()[1:] if proc.returncode == 0 else None
         hint = "check the network or GOPROXY"
     else:
-        proc = subprocess.run([sys.executable, "-m", "pip", "index", "versions", reg.package,
+        proc = subprocess.run([_pip_python(stack), "-m", "pip", "index", "versions", reg.package,
                                "--disable-pip-version-check"], capture_output=True, text=True)
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("Available versions:")), None)
         words = line.partition(":")[2].split(",") if line else None
@@ -227,14 +233,37 @@ def _install(stack: str, version: str, log) -> Path:
     if installed != version:
         shutil.rmtree(d, ignore_errors=True)
         raise ReleaseError(f"{stack}@{version}: the install holds {installed!r}, not {version}; pick another release")
+    ships = controllers(stack, d)
+    if not ships:
+        shutil.rmtree(d, ignore_errors=True)
+        raise ReleaseError(f"{stack}@{version}: the release registers none of the controllers the endpoint "
+                           f"knows ({', '.join(sorted(_pinned_cc(stack)))}); pick a newer release")
     _beside(stack, version, ".json").write_text(json.dumps({"stack": stack, "version": version, "registry": reg.name,
-                                                            "controllers": controllers(stack, d)}) + "\n")
+                                                            "package": reg.package, "controllers": ships,
+                                                            **bundles(stack, d)}) + "\n")
     return d
 
 
+def _pip_python(stack: str) -> str:
+    """The interpreter that installs `stack`'s releases: the harness's own, or the
+    endpoint's venv where the stack needs another Python (ReleaseError, naming the
+    build step, when that venv is not built)."""
+    reg = registry(stack)
+    if reg.python is None:
+        return sys.executable
+    python = ENDPOINTS_DIR / stack / reg.python
+    if not os.access(python, os.X_OK):
+        raise ReleaseError(f"{stack}'s releases install with its endpoint's own Python ({python}), which is not "
+                           f"built: run `make setup` (or harness/endpoints/{stack}/build.sh) first")
+    return str(python)
+
+
 def _pip_install(stack: str, reg: Registry, version: str, into: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                           "--no-input", "--target", str(into), f"{reg.package}=={version}"],
+    # Only the package itself: its dependencies are the endpoint's own, already pinned
+    # in the interpreter that runs it (PYTHONPATH puts the release first).
+    no_deps = ["--no-deps"] if reg.python else []
+    return subprocess.run([_pip_python(stack), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                           "--no-input", *no_deps, "--target", str(into), f"{reg.package}=={version}"],
                           capture_output=True, text=True)
 
 
@@ -293,8 +322,75 @@ def controllers(stack: str, d: Path) -> list[str]:
         from harness.endpoints import load
 
         return sorted(load(stack).cc)
+    if stack == "picoquic":
+        return _picoquic_controllers(d)
     # quic-go: one controller (a CUBIC sender in Reno mode), as the pinned release.
     return ["newreno"]
+
+
+#: Asks a release's own picoquic which of the pinned endpoint's controller names it
+#: registers. Through ctypes on the binding's shared object, because aiopquic before
+#: 0.5 has no Python call that checks a name, and picoquic then falls back to its
+#: default without a word (a "cubic" run would be NewReno).
+_PICOQUIC_PROBE = """
+import ctypes, glob, json, sys
+so = glob.glob(sys.argv[1] + "/aiopquic/_binding/_transport*.so")
+lib = ctypes.CDLL(so[0]) if so else None
+get = getattr(lib, "picoquic_get_congestion_algorithm", None)
+register = getattr(lib, "picoquic_register_all_congestion_control_algorithms", None)
+if get is not None:
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.c_char_p]
+if register is not None:
+    register()
+names = json.loads(sys.argv[2])
+print(json.dumps([n for n in names if get is not None and get(n.encode())]))
+try:
+    from aiopquic import _build_info as b
+    print(json.dumps({"picoquic": b.PICOQUIC_VERSION, "picoquic_sha": b.PICOQUIC_SHA}))
+except ImportError:
+    print(json.dumps({}))
+"""
+
+
+def _picoquic_probe(d: Path) -> tuple[list[str], dict]:
+    from harness.endpoints import load
+
+    names = sorted(load("picoquic").cc)
+    proc = subprocess.run([_pip_python("picoquic"), "-c", _PICOQUIC_PROBE, str(d), json.dumps(names)],
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(d)))
+    lines = proc.stdout.splitlines()
+    if proc.returncode != 0 or len(lines) != 2:
+        why = (proc.stderr.strip().splitlines() or ["no answer"])[-1]
+        raise ReleaseError(f"picoquic in {d} did not answer which controllers it has ({why}); pick another release")
+    return json.loads(lines[0]), json.loads(lines[1])
+
+
+def _picoquic_controllers(d: Path) -> list[str]:
+    return _picoquic_probe(d)[0]
+
+
+def bundles(stack: str, d: Path) -> dict:
+    """What a binding's release carries inside it (aiopquic: picoquic's version and
+    commit), for the record; empty for a stack that is its own package."""
+    return _picoquic_probe(d)[1] if stack == "picoquic" else {}
+
+
+def pinned_version(stack: str) -> str:
+    """The release `make setup` pins, as the registry names it: the stack's version,
+    or its binding's where the registry serves the binding ("aiopquic 0.6.1" in
+    picoquic's caps.json is 0.6.1)."""
+    caps = json.loads((ENDPOINTS_DIR / stack / "caps.json").read_text())
+    binding = str(caps.get("binding", ""))
+    package, _, version = binding.partition(" ")
+    if stack in REGISTRIES and package == REGISTRIES[stack].package and version:
+        return version
+    return str(caps["version"])
+
+
+def _pinned_cc(stack: str) -> list[str]:
+    from harness.endpoints import load
+
+    return list(load(stack).cc)
 
 
 def record(stack: str, version: str) -> dict:

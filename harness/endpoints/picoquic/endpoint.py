@@ -9,6 +9,7 @@ between files and aiopquic's per-stream rings on the asyncio thread.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import signal
@@ -52,16 +53,30 @@ class AppLog:
         record = {"t_us": time.monotonic_ns() // 1000, "event": event, **fields}
         self._file.write(json.dumps(record) + "\n")
 
-    def version(self, cc: str) -> None:
+    def version(self, cc: str, unsupported_now: list[str]) -> None:
         if self._file is None:
             return
         self._file.write(json.dumps({
             "event": "version", "stack": "picoquic", "version": _build_info.PICOQUIC_VERSION,
             "binding": f"aiopquic {aiopquic.__version__}", "picoquic_sha": _build_info.PICOQUIC_SHA,
-            "cc": cc,
+            "cc": cc, "unsupported": {k: OPTIONAL[k] for k in unsupported_now},
             # Read together, so readers can map picoquic's monotonic qlog clock onto
             # wall-clock time (and so onto the link's time base).
             "t_us": time.monotonic_ns() // 1000, "wall_us": time.time_ns() // 1000}) + "\n")
+
+
+#: What this aiopquic's QuicConfiguration takes: releases before 0.6 (`--impl
+#: picoquic@0.5.2`) have no `pmtud` or `ip_family`; main() refuses what cannot be
+#: left out and the version event names what was.
+_CONFIG_FIELDS = {f.name for f in dataclasses.fields(QuicConfiguration)}
+#: Settings a release may lack, with what leaving one out means.
+OPTIONAL = {"pmtud": "picoquic probes the path MTU, so datagrams may grow past max_datagram_size",
+            "ip_family": "IPv6 cannot be chosen: an IPv6 run is refused"}
+
+
+def unsupported(s: Settings) -> list[str]:
+    """The optional settings this release lacks."""
+    return [k for k in OPTIONAL if k not in _CONFIG_FIELDS]
 
 
 def configuration(s: Settings) -> QuicConfiguration:
@@ -70,7 +85,7 @@ def configuration(s: Settings) -> QuicConfiguration:
         Path(s.qlog_dir).mkdir(parents=True, exist_ok=True)  # picoquic does not create it
     if s.keylog_file:
         Path(s.keylog_file).parent.mkdir(parents=True, exist_ok=True)
-    cfg = QuicConfiguration(
+    wanted = dict(
         alpn_protocols=[ALPN],
         is_client=s.role == "client",
         # Plain hq-interop: no DATAGRAM transport parameter.
@@ -85,6 +100,7 @@ def configuration(s: Settings) -> QuicConfiguration:
         ip_family=socket.AF_INET6 if s.ip_version == 6 else socket.AF_INET,
         idle_timeout=max(30.0, s.timeout_s or 0.0),
     )
+    cfg = QuicConfiguration(**{k: v for k, v in wanted.items() if k in _CONFIG_FIELDS})
     if s.role == "client":
         cfg.verify_mode = ssl.CERT_NONE  # QIR convention: self-signed test certificates
         cfg.server_name = SERVER_NAME
@@ -264,7 +280,7 @@ async def run_server(s: Settings, applog: AppLog) -> None:
 
 async def main_async(s: Settings) -> int:
     applog = AppLog(s.applog)
-    applog.version(s.cc)
+    applog.version(s.cc, unsupported(s))
     runner = run_client if s.role == "client" else run_server
     try:
         await asyncio.wait_for(runner(s, applog), s.timeout_s)
@@ -286,6 +302,10 @@ def main() -> int:
     except ValueError as e:
         print(f"picoquic endpoint: {e}", file=sys.stderr)
         return 2
+    if s.ip_version == 6 and "ip_family" not in _CONFIG_FIELDS:
+        print(f"picoquic endpoint: aiopquic {aiopquic.__version__} cannot choose IPv6 (no ip_family); "
+              "use IPv4 or aiopquic >= 0.6", file=sys.stderr)
+        return settings_mod.UNSUPPORTED
     return asyncio.run(main_async(s))
 
 
