@@ -100,7 +100,8 @@ def test_run_is_a_behaviour_of_the_model(longlook, target, schedule, cap):
             outcomes.not_exercised(f"trace validation impossible on this run: {e}")
         verdict = validate.validate_log(log, trace, keep=obs.out_dir / "model")
         coverage.record(longlook.artifacts / "model-coverage" / f"{target.id}.ndjson", target.id, verdict,
-                        schedule.to_json())
+                        schedule.to_json(), ect=_ect(obs, schedule),
+                        takes_cap=bool(target.stack.honours.get("max_window")))
         reached = set(coverage.transitions(verdict))
         if os.environ.get(GUIDANCE_ENV, "1") != "0":
             hypothesis_target(float(coverage.novelty(target.id, reached)), label="new model transitions")
@@ -124,6 +125,21 @@ def _ce_acks(obs, schedule) -> set[tuple[str, int]]:
         return set()
     ack_delay = min(p.c2s.delay_us or 0 for p in schedule.phases)
     return {("application", e.largest) for e in ecn.link_echoes(echoes, ecn.echo_times(records, ack_delay))}
+
+
+def _ect(obs, schedule) -> bool | None:
+    """Whether the sender's datagrams are ECT, by the link's own hand: of the delivered
+    datagrams the schedule asked it to CE-mark, did it mark any (it marks only ECT
+    ones)? None where it asked for none, or every one asked for was dropped or never sent."""
+    marks = [a for a in schedule.actions if a.action == "ce" and a.dir == "s2c"]
+    if not marks:
+        return None
+    # An action's index counts the packets of its flow where it names one, else all.
+    by_flow = {a.index for a in marks if a.flow is not None}
+    by_all = {a.index for a in marks if a.flow is None}
+    hit = [r for r in obs.transfer_records("s2c")
+           if (r.fidx in by_flow or r.idx in by_all) and r.fate == "delivered"]
+    return any("ce" in r.marks for r in hit) if hit else None
 
 
 def _app_marks(obs):

@@ -154,7 +154,7 @@ def test_model_transitions_cover_the_trace(finder, tmp_path):
     coverage.record(out, "aioquic-newreno", verdict)
     text = coverage.report([out.parent], tmp_path / "diagrams")
     observable = sum(1 for t in model if coverage.observable(t))
-    assert f"of {observable} observable model transitions" in text
+    assert f"of {observable} model transitions observable on it" in text
     assert "forestgreen" in (tmp_path / "diagrams" / "aioquic-newreno.dot").read_text()
     assert coverage.novelty("t", set(reached)) == len(reached) and coverage.novelty("t", set(reached)) == 0
     # Directed generation draws from what the current target has not reached.
@@ -165,6 +165,38 @@ def test_model_transitions_cover_the_trace(finder, tmp_path):
     assert all(f"- {line}" in text for line in coverage.unobservable_lines())
     # At most a tenth of the model's transitions unobservable (issue 26).
     assert len(model) - observable <= len(model) // 10
+
+
+def test_a_target_that_cannot_show_ecn_or_a_cap_is_counted_on_what_it_can(finder, tmp_path):
+    """A sender the link could not CE-mark (its datagrams are not ECT), or whose endpoint
+    takes no window cap, cannot show OnEcnCe or CongestionAvoidanceMaxed: its share is
+    of the rest, those transitions say why, and directed generation stops asking for them.
+    One run with a mark made is enough to count the ECN transitions again."""
+    model = coverage.model_transitions()
+    verdict = validate.validate(_trace("aioquic-newreno-loss.ndjson"), "newreno")
+    out = tmp_path / "cov" / "x-newreno.ndjson"
+    coverage.record(out, "x-newreno", verdict, ect=None, takes_cap=False)
+    coverage.record(out, "x-newreno", verdict, ect=False, takes_cap=False)
+    cov = coverage.load([out])["x-newreno"]
+    assert (cov.ect, cov.takes_cap, cov.runs) == (False, False, 2)
+    ecn = {t for t in model if t[1] == "OnEcnCe"}
+    capped = {t for t in model if "CongestionAvoidanceMaxed" in (t[0], t[2])}
+    assert ecn and capped and all(coverage.observable(t) for t in ecn | capped)
+    assert {t for t in model if coverage.observable(t) and not cov.observable(t)} == ecn | capped
+    assert cov.not_here(next(iter(ecn))) == coverage.NO_ECT and cov.not_here(next(iter(capped))) == coverage.NO_CAP
+    here = sum(1 for t in model if cov.observable(t))
+    nowhere = sum(1 for t in model if not coverage.observable(t))
+    text = coverage.table(model, {"x-newreno": cov})
+    assert f"of {here} model transitions" in text
+    assert f"{nowhere} on any stack, ECN for {len(ecn)}, cap for {len(capped - ecn)})" in text
+    assert "| — |" in text and coverage.NO_ECT in text
+    coverage.novelty("x-newreno", set())
+    assert not (coverage.pending() & (ecn | capped)) and coverage.pending()
+    # A run the link could mark: the ECN transitions are the target's again.
+    coverage.record(out, "x-newreno", verdict, ect=True, takes_cap=False)
+    cov = coverage.load([out])["x-newreno"]
+    assert cov.ect is True and all(cov.observable(t) for t in ecn - capped)
+    assert (ecn - capped) <= coverage.pending()
 
 
 def test_padded_tla_tuples_are_read_as_steps():

@@ -466,11 +466,17 @@ def test_the_model_pages_show_each_target_s_state_machine_as_its_runs_took_it(tm
     cov = tmp_path / "model-coverage"
     cov.mkdir()
     taken = [["SlowStart", "OnPacketsLost", "Recovery", 2], ["Recovery", "OnPacketsAcked", "CongestionAvoidance", 2]]
-    (cov / "aioquic-newreno.ndjson").write_text(json.dumps({"target": "aioquic-newreno", "transitions": taken}) + "\n")
+    (cov / "aioquic-newreno.ndjson").write_text(json.dumps({"target": "aioquic-newreno", "transitions": taken,
+                                                           "ect": False, "takes_cap": True}) + "\n")
     made = build_site([_record(case="aioquic-newreno")], tmp_path / "site", plots=False, model_coverage=cov)
     assert not [n for n in made["notes"] if "dot" in n or "TLC" in n], made["notes"]
     model = (tmp_path / "site" / "model.html").read_text()
-    assert "aioquic-newreno" in model and "validated runs" in model
+    assert "aioquic-newreno: 1 run," in model and "model transitions observable on it" in model
+    # A sender the link could not CE-mark: its ECN transitions are not observable on it.
+    assert "<td>SlowStart</td><td>OnEcnCe</td><td>Recovery</td><td>—</td>" in model
+    from harness.model.coverage import model_transitions
+
+    assert f"ECN for {sum(1 for t in model_transitions() if t[1] == 'OnEcnCe')})" in model
     from html import escape
 
     from harness.model.coverage import unobservable_lines

@@ -99,22 +99,39 @@ def novelty(target_id: str, reached: set[Transition]) -> int:
     return len(new)
 
 
+#: Per target id, what its runs so far said it can show: (ect, takes_cap) as in record().
+_flags: dict[str, tuple[bool | None, bool | None]] = {}
+
+
 def pending() -> set[Transition] | None:
-    """The observable model transitions the current target has not reached this
+    """The model transitions the current target can show and has not reached this
     session; None before any example reported."""
     if not _current:
         return None
-    return {t for t in model_transitions() if observable(t)} - _seen.get(_current[0], set())
+    ect, takes_cap = _flags.get(_current[0], (None, None))
+    here = StackCoverage(_current[0], 0, Counter(), ect, takes_cap)
+    return {t for t in model_transitions() if here.observable(t)} - _seen.get(_current[0], set())
 
 
-def record(path: Path, target_id: str, verdict: Verdict, schedule: dict | None = None) -> None:
-    """Appends one validated run to `path` (NDJSON)."""
+def record(path: Path, target_id: str, verdict: Verdict, schedule: dict | None = None, *,
+           ect: bool | None = None, takes_cap: bool | None = None) -> None:
+    """Appends one validated run to `path` (NDJSON). `ect`: whether the link found
+    ECT datagrams to CE-mark where the schedule asked for marks (None: it asked for
+    none); `takes_cap`: whether the sender's endpoint takes a window cap. Together
+    they say which transitions this target can show at all (StackCoverage.not_here)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    seen = _flags.get(target_id, (None, None))[0]
+    _flags[target_id] = (seen if ect is None else (bool(seen) or ect), takes_cap)
     line = {"target": target_id, "accepted": verdict.accepted, "records": verdict.records,
             "matched": verdict.matched, "transitions": [[*t, n] for t, n in sorted(transitions(verdict).items())],
-            "schedule": schedule}
+            "schedule": schedule, "ect": ect, "takes_cap": takes_cap}
     with path.open("a") as f:
         f.write(json.dumps(line) + "\n")
+
+
+#: Why a transition observable in general is not on a given target.
+NO_ECT = "its sender marked no datagram ECT where the schedule asked the link for CE marks, so no mark reaches it"
+NO_CAP = "its endpoint takes no window cap (caps.json honours.max_window), so no run can hold its window at one"
 
 
 @dataclass
@@ -122,9 +139,27 @@ class StackCoverage:
     target: str
     runs: int
     reached: Counter  # Transition -> times taken
+    #: From the runs (record()): True once a run's sender was CE-marked, False when
+    #: runs asked for marks and none could be made, None when no run asked.
+    ect: bool | None = None
+    #: Whether the target's endpoint takes a window cap; None for records older than the field.
+    takes_cap: bool | None = None
 
     def states(self) -> set[str]:
         return {t[0] for t in self.reached} | {t[2] for t in self.reached}
+
+    def not_here(self, t: Transition) -> str | None:
+        """Why `t` (observable in general) cannot be shown by this target, or None.
+        Only what the runs showed counts: a sender never asked for CE marks keeps the
+        ECN transitions as reachable but not reached."""
+        if self.ect is False and t[1] in ECT_ONLY_ACTIONS:
+            return NO_ECT
+        if self.takes_cap is False and any(s in CAP_ONLY_STATES for s in (t[0], t[2])):
+            return NO_CAP
+        return None
+
+    def observable(self, t: Transition) -> bool:
+        return observable(t) and self.not_here(t) is None
 
 
 def load(paths: list[Path]) -> dict[str, StackCoverage]:
@@ -136,6 +171,10 @@ def load(paths: list[Path]) -> dict[str, StackCoverage]:
             d = json.loads(ln)
             cov = out.setdefault(d["target"], StackCoverage(d["target"], 0, Counter()))
             cov.runs += 1
+            if d.get("ect") is not None:
+                cov.ect = bool(cov.ect) or d["ect"]
+            if d.get("takes_cap") is not None:
+                cov.takes_cap = d["takes_cap"]
             for s, a, s2, n in d["transitions"]:
                 cov.reached[(s, a, s2)] += n
     return out
@@ -146,22 +185,39 @@ def table(model: frozenset[Transition], stacks: dict[str, StackCoverage]) -> str
     names = sorted(stacks)
     rows = ["| from | action | to | " + " | ".join(names) + " |", "|---|---|---|" + "---|" * len(names)]
     for t in sorted(model, key=lambda t: (not observable(t), t)):
-        cells = [str(stacks[n].reached.get(t, "")) or ("·" if observable(t) else "n/o") for n in names]
+        cells = [str(stacks[n].reached.get(t, "")) or _blank(stacks[n], t) for n in names]
         rows.append(f"| {t[0]} | {t[1]} | {t[2]} | " + " | ".join(cells) + " |")
-    obs = [t for t in model if observable(t)]
     for n in names:
-        hit = [t for t in obs if stacks[n].reached.get(t)]
-        extra = [t for t in stacks[n].reached if t not in model]
-        rows.append(f"\n{n}: {stacks[n].runs} runs, {len(hit)} of {len(obs)} observable model transitions "
-                    f"({100 * len(hit) // max(len(obs), 1)}%); {len(model) - len(obs)} of {len(model)} not observable"
-                    + (f"; {len(extra)} outside the bounded model: {sorted(extra)[:5]}" if extra else ""))
+        rows.append("\n" + summary_line(model, stacks[n]))
     rows.append("\nnot observable (n/o), and why:")
     rows += [f"- {line}" for line in unobservable_lines()]
+    rows.append(f"\nnot observable on that target (—): {NO_ECT} (ECN), or {NO_CAP} (cap)")
     rows.append(f"\n{', '.join(ECT_ONLY_ACTIONS)}: observable where the sender marks its datagrams ECT and the "
                 "link CE-marks some (ACK_ECN counts in the capture); never reached on a sender that does not")
     rows.append(f"\n{', '.join(CAP_ONLY_STATES)}: observable where the sender's endpoint takes a window cap "
                 "(caps.json honours.max_window) and the run sets one; never reached on a sender that does not")
     return "\n".join(rows)
+
+
+def _blank(cov: StackCoverage, t: Transition) -> str:
+    if not observable(t):
+        return "n/o"
+    return "—" if cov.not_here(t) else "·"
+
+
+def summary_line(model: frozenset[Transition], cov: StackCoverage) -> str:
+    """One target's count: reached of what it can show, and what it cannot, with why."""
+    here = [t for t in model if cov.observable(t)]
+    hit = [t for t in here if cov.reached.get(t)]
+    extra = [t for t in cov.reached if t not in model]
+    why = Counter("ECN" if cov.not_here(t) == NO_ECT else "cap" for t in model if observable(t) and cov.not_here(t))
+    nowhere = sum(1 for t in model if not observable(t))
+    gone = len(model) - len(here)
+    return (f"{cov.target}: {cov.runs} run{'' if cov.runs == 1 else 's'}, {len(hit)} of {len(here)} model transitions observable on it "
+            f"({100 * len(hit) // max(len(here), 1)}%); {gone} of {len(model)} not observable on it "
+            f"({100 * gone // max(len(model), 1)}%: {nowhere} on any stack"
+            + "".join(f", {k} for {why[k]}" for k in sorted(why)) + ")"
+            + (f"; {len(extra)} outside the bounded model: {sorted(extra)[:5]}" if extra else ""))
 
 
 def dot(model: frozenset[Transition], reached: Counter) -> str:

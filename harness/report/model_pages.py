@@ -47,10 +47,9 @@ def write_model_pages(out: Path, coverage_dir: Path | None, notes: list[str]) ->
     names = sorted(stacks)
     rows = [["from", "action", "to", *[link(stack_href(n), n) for n in names]]]
     for t in observable:
-        rows.append([esc(t[0]), esc(t[1]), esc(t[2]), *[str(stacks[n].reached.get(t, "")) or "·" for n in names]])
-    summary = "".join(
-        f"<li>{link(stack_href(n), n)}: {sum(1 for t in observable if stacks[n].reached.get(t))} of "
-        f"{len(observable)} observable transitions, {stacks[n].runs} validated runs</li>" for n in names)
+        rows.append([esc(t[0]), esc(t[1]), esc(t[2]),
+                     *[str(stacks[n].reached.get(t, "")) or ("—" if stacks[n].not_here(t) else "·") for n in names]])
+    summary = "".join(f"<li>{link(stack_href(n), n)}: {esc(mc.summary_line(model, stacks[n]))}</li>" for n in names)
     unobservable = len(model) - len(observable)
     reasons = "".join(f"<li>{esc(line)}</li>" for line in mc.unobservable_lines())
     body = (f"<p>{len(model)} transitions in the bounded model; {unobservable} involve a state or action no trace "
@@ -59,6 +58,8 @@ def write_model_pages(out: Path, coverage_dir: Path | None, notes: list[str]) ->
             f"link CE-marks some; never reached on a sender that does not.</p>"
             f"<p>{esc(', '.join(mc.CAP_ONLY_STATES))}: observable where the sender's endpoint takes a window cap "
             f"and the run sets one; never reached on a sender that does not.</p>"
+            f"<p>— in a target's column: not observable on that target: {esc(mc.NO_ECT)} (ECN), or "
+            f"{esc(mc.NO_CAP)} (cap).</p>"
             f"<ul>{summary}</ul>" + table(rows, raw=True))
     (out / "model.html").write_text(page("model coverage", body))
     (out / "stacks").mkdir(exist_ok=True)
@@ -84,9 +85,10 @@ def _stack_page(out: Path, name: str, cov, model, observable, notes: list[str]) 
         notes.append("dot not found (apt-get install graphviz): state machines as .dot only")
     taken = sorted(((t, n) for t, n in cov.reached.items()), key=lambda kv: -kv[1])
     rows = [["from", "action", "to", "times"], *[[t[0], t[1], t[2], str(n)] for t, n in taken]]
-    missed = [t for t in observable if not cov.reached.get(t)]
-    body = (f"<p>{cov.runs} runs validated against the model; {len(observable) - len(missed)} of "
-            f"{len(observable)} observable transitions taken. Green edges were taken (×count), grey ones never; "
+    here = [t for t in observable if cov.observable(t)]
+    missed = [t for t in here if not cov.reached.get(t)]
+    body = (f"<p>{cov.runs} runs validated against the model; {len(here) - len(missed)} of "
+            f"{len(here)} transitions observable on this target taken. Green edges were taken (×count), grey ones never; "
             f'dashed ones no trace can show. <a href="{esc(base.name)}.dot">DOT source</a></p>{img}'
             + table(rows) + ("<h2>never taken</h2>" + table([["from", "action", "to"], *map(list, missed)])
                              if missed else ""))
