@@ -22,6 +22,7 @@ from harness.run import Inconclusive
 from harness.schedule import TransferPlan, strategies
 from harness.verdict import analysis, outcomes
 from harness.verdict.bounds import BETA
+from harness.model.tracefile import APP_LIMITED_SHARE
 from harness.verdict.deviation import check
 from properties.test_slow_start import EXITS
 
@@ -30,7 +31,8 @@ PLAN = TransferPlan(sizes=(3_000,) * 40, testcase="appidle", think_ms=20)
 #: RFC 9002 says any window above bytes in flight is under-used; growth is accepted
 #: while at least this fraction of the window was in flight (in slow start a sender
 #: that sends at its window has half of it in flight when the first ACKs return).
-UTILISED_FRACTION = 0.5
+#: The model's trace validation marks a dry sender app-limited by the same margin.
+UTILISED_FRACTION = APP_LIMITED_SHARE
 
 
 @example(schedule=strategies.CLEAN_LINK)

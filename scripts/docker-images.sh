@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds longlook's endpoint images from the endpoints `make setup` built on the
 # host, all from the one docker/Dockerfile: nothing is compiled inside an image, and
-# the builds need no network. Usage: scripts/docker-images.sh [STACK...] (default:
-# every stack below). A stack whose host build is missing is skipped with the fix.
-# Images are tagged longlook/<stack>:latest; the base comes from $LONGLOOK_BASE_IMAGE
+# the builds need no network. Usage: scripts/docker-images.sh [STACK[@VERSION]...]
+# (default: every stack below). A stack whose host build is missing is skipped with
+# the fix. Images are tagged longlook/<stack>:latest, a release other than the pinned
+# one longlook/<stack>:<version> from the release cache (harness/endpoints/releases.py,
+# which installs it there first if need be); the base comes from $LONGLOOK_BASE_IMAGE
 # (default longlook/base:bookworm, made by `make docker-base`).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,12 +16,17 @@ all_stacks=(aioquic picoquic quic-go quiche quinn tquic s2n-quic)
 
 # Stages what the image of stack $1 needs under $2/longlook (the image's /longlook)
 # and sets `endpoint`, the command line run_endpoint.sh execs; returns 1 if the
-# host build is missing. Everything one stack's image differs in is here.
+# host build is missing. $3, if given, is a release's directory in the cache: its
+# files replace the pinned stack's. Everything one stack's image differs in is here.
 stage() {
-    local stack=$1 ctx=$2 ep=$root/harness/endpoints
+    local stack=$1 ctx=$2 release=${3:-} ep=$root/harness/endpoints
     local dst=$ctx/longlook
     mkdir -p "$dst/endpoint"
     cp "$root/docker/run_endpoint.sh" "$ctx/"
+    if [ -n "$release" ]; then
+        stage_release "$stack" "$dst" "$release" || return 1
+        return 0
+    fi
     case $stack in
         aioquic)
             local version
@@ -62,6 +69,24 @@ stage() {
     esac
 }
 
+# A release from the cache (harness/endpoints/releases.py): a Python stack's release is
+# a site directory that goes first on PYTHONPATH, a compiled one's the program built
+# against it. The endpoint's sources and interpreter are the pinned stack's, as on the host.
+stage_release() {
+    local stack=$1 dst=$2 release=$3
+    case $stack in
+        aioquic|picoquic)
+            stage "$stack" "$(dirname "$dst")" || return 1
+            rm -rf "$dst/release"
+            cp -a "$release" "$dst/release"
+            endpoint=${endpoint/PYTHONPATH=\/longlook\/site/PYTHONPATH=/longlook/release:/longlook/site} ;;
+        quic-go|quiche|quinn)
+            install -m 755 "$release/endpoint" "$dst/endpoint/endpoint" || return 1
+            endpoint=/longlook/endpoint/endpoint ;;
+        *) echo "docker-images: $stack has no releases (docs/versions.md)" >&2; return 1 ;;
+    esac
+}
+
 if ! docker image inspect "$base" >/dev/null 2>&1; then
     echo "docker-images: base image $base missing: run 'make docker-base' (or set LONGLOOK_BASE_IMAGE=debian:bookworm where a registry is reachable)" >&2
     exit 1
@@ -69,17 +94,31 @@ fi
 stacks=("$@")
 if [ ${#stacks[@]} -eq 0 ]; then stacks=("${all_stacks[@]}"); fi
 status=0
-for stack in "${stacks[@]}"; do
-    ctx=$stage_root/$stack
+for spec in "${stacks[@]}"; do
+    stack=${spec%%@*} tag=latest release=
+    if [ "$spec" != "$stack" ]; then
+        tag=${spec#*@}
+        # The release's directory in the cache, installed there on first use; the
+        # error (an unknown release, one that does not build) is the harness's own line.
+        if ! release=$(cd "$root" && "$py" -c 'import sys; from harness.endpoints import releases, StackError
+try:
+    print(releases.ensure(*sys.argv[1:3], log=lambda m: print("longlook:", m, file=sys.stderr)))
+except StackError as e:
+    sys.exit(f"docker-images: {e}")' "$stack" "$tag"); then
+            status=1
+            continue
+        fi
+    fi
+    ctx=$stage_root/$stack${release:+-$tag}
     endpoint=
-    if ! stage "$stack" "$ctx"; then
-        echo "docker-images: $stack: host endpoint not built; run 'make setup' first (skipped)" >&2
+    if ! stage "$stack" "$ctx" "$release"; then
+        echo "docker-images: $spec: host endpoint not built; run 'make setup' first (skipped)" >&2
         status=1
         continue
     fi
-    echo "docker-images: building longlook/$stack:latest from $base"
+    echo "docker-images: building longlook/$stack:$tag from $base"
     # --network none: a build step that reaches out is a bug in the Dockerfile.
     docker build --quiet --network none --build-arg "BASE=$base" --build-arg "ENDPOINT=$endpoint" \
-        -f "$root/docker/Dockerfile" -t "longlook/$stack:latest" "$ctx" >/dev/null
+        -f "$root/docker/Dockerfile" -t "longlook/$stack:$tag" "$ctx" >/dev/null
 done
 exit $status

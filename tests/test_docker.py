@@ -272,3 +272,30 @@ def test_each_of_our_images_transfers(docker_ready, stack, tmp_path):
         result = bed.transfer(endpoints.load(stack), TransferPlan(sizes=(300_000,)), EndpointOptions(timeout_s=30))
     assert result.ok, result.reason
     assert list((tmp_path / "server" / "qlog").iterdir()), "no server qlog"
+
+
+def test_a_release_runs_from_its_own_image(docker_ready, tmp_path):
+    """`--backend docker --impl aioquic@1.6.1`: the release's image (longlook/aioquic:1.6.1),
+    staged from the release cache by scripts/docker-images.sh STACK@VERSION; without the
+    image, the error names the command that builds it."""
+    release = "aioquic@1.6.1"
+    image = "longlook/aioquic:1.6.1"
+    containers.docker("image", "rm", "--force", image, check=False)
+    missing = _longlook("transfer", "--backend", "docker", "--impl", release, "--rate", "10mbit", "--rtt", "10ms",
+                        "--out", str(tmp_path / "none"))
+    assert missing.returncode == 2 and f"scripts/docker-images.sh {release}" in missing.stderr, missing.stderr
+    built = subprocess.run([str(ROOT / "scripts" / "docker-images.sh"), release], capture_output=True, text=True,
+                           timeout=600, check=False)
+    assert built.returncode == 0, built.stderr
+    try:
+        done = _longlook("transfer", "--backend", "docker", "--impl", release, "--bytes", "300KB",
+                         "--rate", "20mbit", "--rtt", "20ms", "--out", str(tmp_path / "run"))
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.startswith(f"{release} newreno: 300000 bytes"), done.stdout
+        assert json.loads((tmp_path / "run" / "docker.json").read_text())["image"] == image
+        for side in ("client", "server"):
+            record = json.loads((tmp_path / "run" / side / "app.ndjson").read_text().splitlines()[0])
+            assert record["version"] == "1.6.1", (side, record)
+    finally:
+        containers.docker("image", "rm", "--force", image, check=False)
+    assert _ours_left() == []

@@ -114,7 +114,8 @@ def _check(trace: Trace, family: str, ecn: bool = False) -> None:
 
 #: Bytes in flight below this share of the window make a dry sender application
 #: limited (RFC 9002 §7.8 fixes no margin; in slow start a sender at its window has
-#: half of it in flight when the first ACKs return; the §7.8 property's margin).
+#: half of it in flight when the first ACKs return). properties/test_app_limited.py
+#: judges growth by the same margin.
 APP_LIMITED_SHARE = 0.5
 
 

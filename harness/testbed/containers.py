@@ -65,7 +65,10 @@ def image_id(image: str) -> str:
     """The id of a local image; DockerError naming the image and how to get it."""
     done = docker("image", "inspect", "--format", "{{.Id}}", image, check=False)
     if done.returncode != 0:
-        hint = ("build it with `make docker-images`" if image.startswith("longlook/")
+        name, _, tag = image.partition(":")
+        hint = ("build it with `make docker-images`" if image.startswith("longlook/") and tag in ("", "latest")
+                else f"build it with `scripts/docker-images.sh {name.removeprefix('longlook/')}@{tag}` (the "
+                     "release from the cache)" if image.startswith("longlook/")
                 else f"load or pull it first (`docker pull {image}` where a registry is reachable)")
         raise DockerError(f"image {image} not found: {hint}")
     return done.stdout.strip()

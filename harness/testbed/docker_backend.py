@@ -113,11 +113,11 @@ def load_for_run(name: str) -> Stack:
     if name == KERNEL_BASELINE:
         return endpoints.load(name)
     if "@" in name:
-        # A release other than the pinned one (harness.endpoints.releases) runs from its cache
-        # on this host; the images hold the pinned release.
-        if backend() == "docker" or os.environ.get(commands.IMPL_CMD_ENV):
-            raise StackError(f"{name}: a release from the cache runs with --backend local and no --impl-cmd "
-                             "(the images and a command hold their own build)")
+        # A release other than the pinned one (harness.endpoints.releases) runs from its
+        # cache on this host, or under Docker from its own image (longlook/<stack>:<version>,
+        # scripts/docker-images.sh STACK@VERSION, which stages it from that cache).
+        if os.environ.get(commands.IMPL_CMD_ENV):
+            raise StackError(f"{name}: a release from the cache runs without --impl-cmd (a command is its own build)")
         return endpoints.load(name)
     if backend() == "docker":
         stack = load_stack(name)
@@ -142,14 +142,18 @@ def load_for_run(name: str) -> Stack:
     return stack
 
 
-def image_for(stack: str) -> str:
-    """$LONGLOOK_IMAGE if set, else the stack's image from docker/stacks.json."""
+def image_for(stack: str | Stack) -> str:
+    """$LONGLOOK_IMAGE if set, else the stack's image from docker/stacks.json; a
+    release's is that image tagged with its version (longlook/aioquic:1.5.0)."""
     override = os.environ.get(IMAGE_ENV)
     if override:
         return override
-    image = _stacks_file().get(stack, {}).get("image")
+    name = stack if isinstance(stack, str) else stack.name
+    image = _stacks_file().get(name, {}).get("image")
     if not image:
-        raise TestbedError(f"no image for {stack!r} in {STACKS_FILE}: give one with --image NAME")
+        raise TestbedError(f"no image for {name!r} in {STACKS_FILE}: give one with --image NAME")
+    if not isinstance(stack, str) and stack.release_dir is not None:
+        return f"{image.rpartition(':')[0] or image}:{stack.version}"
     return image
 
 
@@ -158,7 +162,7 @@ def open_testbed(schedule: Schedule, out_dir: Path, stack: Stack, pcap: bool = T
     if backend() == "docker" and not runs_locally(stack):
         if stack.command:
             raise TestbedError(f"{stack.name} is a command ({commands.describe(stack)}): it runs with --backend local")
-        return DockerTestbed(schedule, out_dir, image_for(stack.name), pcap=pcap)
+        return DockerTestbed(schedule, out_dir, image_for(stack), pcap=pcap)
     return Testbed(schedule, out_dir, pcap=pcap)
 
 
@@ -166,7 +170,7 @@ def provenance(stack: Stack) -> dict:
     """What ran `stack` in this run, for example.json: a replay runs it the same way."""
     record: dict = {"backend": "local" if runs_locally(stack) else backend()}
     if record["backend"] == "docker":
-        record["image"] = image_for(stack.name)
+        record["image"] = image_for(stack)
     if stack.command:
         record["command"] = list(stack.command)
     return record
