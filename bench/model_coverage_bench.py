@@ -33,7 +33,7 @@ ARMS = {"free": {"LONGLOOK_DIRECTED": "0", "LONGLOOK_MODEL_GUIDANCE": "0"},
 
 
 def run(impl: str, cc: str, examples: int, seed: int, arm: str, mode: str) -> dict:
-    from harness.model.coverage import model_transitions, observable
+    from harness.model.coverage import load, model_transitions
 
     with tempfile.TemporaryDirectory(prefix="longlook-covbench-") as tmp:
         env = dict(os.environ, **ARMS[arm], LONGLOOK_BENCH_EXAMPLES=str(examples), PYTHONPATH=str(REPO / "bench"))
@@ -44,13 +44,12 @@ def run(impl: str, cc: str, examples: int, seed: int, arm: str, mode: str) -> di
                         "-p", "no:cacheprovider", "-q", "--runxfail"],
                        cwd=REPO, env=env, capture_output=True, text=True, check=False)
         took = time.monotonic() - started
-        reached, runs = set(), 0
-        for f in Path(tmp, "model-coverage").glob("*.ndjson"):
-            for line in f.read_text().splitlines():
-                d = json.loads(line)
-                runs += 1
-                reached |= {tuple(t[:3]) for t in d["transitions"]}
-    obs = {t for t in model_transitions() if observable(t)}
+        # The target's own universe: what it can show (harness/model/coverage.py, per target).
+        targets = load([Path(tmp, "model-coverage")]) if Path(tmp, "model-coverage").is_dir() else {}
+    cov = next(iter(targets.values()), None)
+    runs = cov.runs if cov else 0
+    reached = set(cov.reached) if cov else set()
+    obs = {t for t in model_transitions() if (cov.observable(t) if cov else False)}
     return {"impl": impl, "cc": cc, "mode": mode, "seed": seed, "arm": arm, "examples_validated": runs,
             "observable_reached": len(reached & obs), "observable": len(obs), "seconds": round(took, 1),
             "reached": sorted(reached)}

@@ -282,7 +282,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     choose_modes(items, config.getoption("--mode"))
     keep_only(config, items, config.getoption("--only-mode"))
     for item in items:
-        _count_late_starters(getattr(item, "obj", None))
+        _count_unjudged(getattr(item, "obj", None))
     from harness.verdict.findings import finding_for
 
     for item in items:
@@ -299,30 +299,41 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.stash[FINDING] = (strict, reason, signature)
 
 
-def _count_late_starters(test) -> None:
-    """For a target whose client starts late (caps.json `late_start_s`: a browser), an
-    example whose trigger never happened counts toward max_examples, as under
-    outcomes.rare_trigger: a schedule keyed to the link's clock mostly strikes before
-    such a client has sent anything, and Hypothesis would hunt through hundreds of
-    real-time runs for one that hits it. The example is in the ledger as not
-    exercised all the same, and a case with none judged ends so, never passed.
+def _count_unjudged(test) -> None:
+    """Examples that count toward max_examples although no verdict came of them, so
+    Hypothesis does not hunt through hundreds of runs; each is in the ledger all the
+    same, and a case with none judged ends "not exercised" or "inconclusive", never
+    passed:
+
+    - for a target whose client starts late (caps.json `late_start_s`: a browser), an
+      example whose trigger never happened, as under outcomes.rare_trigger: a schedule
+      keyed to the link's clock mostly strikes before such a client has sent anything;
+    - for any target, an inconclusive example past outcomes.INCONCLUSIVE_STREAK in a
+      row (Undecided.counts): the runs fail to be judged for a reason of their own,
+      which the next draw will not change.
+
     Hypothesis calls `.hypothesis.inner_test` for each example, and documents it as
     the place to wrap (pytest-trio does so); the wrap is shared by the function's
-    cases and acts only for the late starters among them."""
+    cases."""
     inner = getattr(getattr(test, "hypothesis", None), "inner_test", None)
     if inner is None or getattr(inner, "_longlook_late_start", False):
         return
-    from harness.verdict.outcomes import NotExercised
+    from harness.verdict.outcomes import NotExercised, Undecided
 
     @functools.wraps(inner)
     def counted(*args, **kwargs):
         target = kwargs.get("target")
-        if not getattr(getattr(target, "stack", None), "late_start_s", 0):
-            return inner(*args, **kwargs)
+        late = bool(getattr(getattr(target, "stack", None), "late_start_s", 0))
         try:
             return inner(*args, **kwargs)
         except NotExercised:
-            return None  # recorded in the ledger by the runner
+            if late:
+                return None  # recorded in the ledger by the runner
+            raise
+        except Undecided as e:
+            if e.counts:
+                return None  # recorded in the ledger by the runner
+            raise
 
     counted._longlook_late_start = True
     test.hypothesis.inner_test = counted

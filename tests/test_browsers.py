@@ -289,7 +289,7 @@ def test_a_late_starting_clients_unexercised_examples_count_toward_max_examples(
     hunted past; for any other stack it stays a rejection. Other outcomes pass through."""
     from types import SimpleNamespace
 
-    from harness.pytest_plugin import _count_late_starters
+    from harness.pytest_plugin import _count_unjudged
     from harness.verdict.outcomes import NotExercised
 
     def inner(target, why):
@@ -300,8 +300,8 @@ def test_a_late_starting_clients_unexercised_examples_count_toward_max_examples(
         return "judged"
 
     test = SimpleNamespace(hypothesis=SimpleNamespace(inner_test=inner))
-    _count_late_starters(test)
-    _count_late_starters(test)  # once per function, whatever the number of its cases
+    _count_unjudged(test)
+    _count_unjudged(test)  # once per function, whatever the number of its cases
     wrapped = test.hypothesis.inner_test
     assert wrapped.__wrapped__ is inner
     firefox, aioquic = (SimpleNamespace(stack=endpoints.load(n)) for n in ("firefox", "aioquic"))

@@ -136,3 +136,33 @@ def test_two_cuts_without_loss_fail_the_one_reduction_property(tmp_path):
     out = r.stdout + r.stderr
     assert r.returncode == 1 and "1 failed" in r.stdout, out[-3000:]
     assert "was of a packet sent before that recovery began" in out and "SKIPPED" not in out
+
+
+def test_a_case_whose_every_run_is_inconclusive_ends_after_a_short_streak():
+    """Inconclusive examples are rejections, so Hypothesis draws on (a failure already
+    found stays one). Past outcomes.INCONCLUSIVE_STREAK in a row, none judged, each
+    further one counts toward max_examples: a case whose runs all fail to be judged
+    for one reason ends in STREAK + max_examples calls, not hundreds, and its ledger
+    says inconclusive. A judged example starts the streak over."""
+    from hypothesis import given, settings, strategies as st
+
+    from harness.pytest_plugin import _count_unjudged
+    from harness.verdict.outcomes import INCONCLUSIVE_STREAK, undecided
+
+    ledger, calls = Ledger(), []
+
+    @settings(max_examples=3, database=None, deadline=None)
+    @given(st.integers())
+    def always_inconclusive(n):
+        calls.append(n)
+        raise undecided(ledger, "the server's wire view is incomplete")
+
+    _count_unjudged(always_inconclusive)
+    always_inconclusive()
+    assert len(calls) == INCONCLUSIVE_STREAK + 3 and ledger.judged == 0
+    assert ledger.outcome() == ("inconclusive", "the server's wire view is incomplete")
+    # A judged example in between: the streak starts over.
+    ledger = Ledger(streak=INCONCLUSIVE_STREAK)
+    assert undecided(ledger, "x").counts
+    ledger.streak = 0  # what the runner does when an example is judged
+    assert not undecided(ledger, "x").counts

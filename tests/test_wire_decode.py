@@ -212,3 +212,43 @@ def test_key_update_and_cipher_suites(tmp_path, suite):
     data = sorted((f.offset, f.length) for d in view.datagrams if d.direction == "c2s" for p in d.packets
                   for f in p.frames if f.name == "stream")
     assert sum(n for _, n in data) >= 60_000
+
+
+def _with_tail(pcap: Path, at: int, tail: bytes, out: Path) -> None:
+    """`pcap` with `tail` written over its first datagram (the client's Initial) from
+    byte `at` of the UDP payload on, where the Initial's zero padding begins."""
+    packets = list(iter_pcap(pcap))
+    t_ns, data = packets[0]
+    ihl = (data[0] & 0x0F) * 4
+    sport, dport = struct.unpack_from("!HH", data, ihl)
+    payload = data[ihl + 8:]
+    payload = payload[:at] + tail + payload[at + len(tail):]
+    packets[0] = (t_ns, _ipv4_udp(data[12:16], data[16:20], sport, dport, payload))
+    _write_pcap(out, packets)
+
+
+def test_bytes_after_a_packet_that_no_receiver_could_take_are_padding(tmp_path):
+    """picoquic before 1.1.53 fills a client's Initial datagram with random bytes after
+    the packet. A long header of an unknown version, or with a Destination Connection ID
+    longer than v1's 20 bytes, is dropped by any receiver (RFC 9000 §12.2, §17.2): the
+    view ignores it and says how often; a short header there stays a problem, since it
+    cannot be told from a packet that failed to read."""
+    pcap, klog = _in_memory_run(tmp_path, CipherSuite.AES_128_GCM_SHA256)
+    clean = read_wire(pcap, [klog])
+    first = clean.datagrams[0]
+    at = first.packets[0].size
+    assert first.direction == "c2s" and first.packets[0].kind == "initial" and first.udp_size - at > 100
+    for name, tail in (("version", b"\xb2\x72\xfa\x15\xb9\x08" + bytes(range(1, 61))),
+                       ("long-cid", b"\xc3\x00\x00\x00\x01\x2a" + bytes(range(1, 61)))):
+        (tmp_path / name).mkdir()
+        _with_tail(pcap, at, tail, tmp_path / name / "client.pcap")
+        view = read_wire(tmp_path / name / "client.pcap", [klog])
+        view.check()
+        assert view.junk_tails == 1 and clean.junk_tails == 0, name
+        assert [len(d.packets) for d in view.datagrams] == [len(d.packets) for d in clean.datagrams], name
+    (tmp_path / "short").mkdir()
+    _with_tail(pcap, at, b"\x41" + bytes(range(1, 60)), tmp_path / "short" / "client.pcap")
+    view = read_wire(tmp_path / "short" / "client.pcap", [klog])
+    assert view.junk_tails == 0
+    with pytest.raises(WireError):
+        view.check()

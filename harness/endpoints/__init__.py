@@ -67,7 +67,7 @@ class Stack:
     peer: str | None = None
     #: Seconds from the client's start to its first packet, where that is long (a
     #: browser's start-up): examples whose trigger never happened then count toward
-    #: Hypothesis' max_examples (harness/pytest_plugin.py, _count_late_starters).
+    #: Hypothesis' max_examples (harness/pytest_plugin.py, _count_unjudged).
     late_start_s: float = 0.0
 
     @property

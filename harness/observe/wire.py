@@ -107,11 +107,31 @@ class WireView:
     ingress: list[tuple[int, int]]  # (t_ns, ip_size) of every IP packet entering the link here
     notes: list[str]
     undecrypted: int = 0
+    #: Datagrams whose bytes after a packet are no QUIC v1/v2 packet (random padding:
+    #: picoquic before 1.1.53 fills a client's Initial datagram so), ignored as a
+    #: receiver drops them; informative, not a problem of the view.
+    junk_tails: int = 0
 
     def check(self) -> None:
         """Raise WireError when something could not be read (notes say what)."""
         if self.undecrypted or self.notes:
             raise WireError(f"{self.path}: {self.undecrypted} QUIC packets not decrypted; {'; '.join(self.notes)}")
+
+
+#: QUIC versions whose long headers the view reads (RFC 9000, RFC 9369).
+_VERSIONS = (0x00000001, 0x6B3343CF)
+
+
+def _no_quic_packet(payload: bytes, pos: int) -> bool:
+    """Whether the bytes at `pos`, after a packet of the same datagram, cannot be a
+    QUIC v1/v2 packet, so a receiver drops them (RFC 9000 §12.2, §17.2): a long header
+    of another version, or one whose Destination Connection ID is longer than the 20
+    bytes v1 allows. A short header cannot be told from a packet this way and stays a
+    problem, as does anything in the datagram's first packet."""
+    if not payload[pos] & 0x80 or len(payload) < pos + 6:
+        return False
+    version = int.from_bytes(payload[pos + 1:pos + 5], "big")
+    return version not in _VERSIONS or payload[pos + 5] > 20
 
 
 def no_cyclic_gc(fn):
@@ -163,6 +183,7 @@ def read_wire(pcap: str | Path, keylogs: list[str | Path] | dict, start_unix_ns:
     for ck in dec.state:
         ck.summarise(view)
     view.notes.extend(f"{n} {what}" for what, n in dec.problems.items())
+    view.junk_tails = dec.junk_tails
     if mirrored:
         _relabel_by_link(view)
     return view
@@ -213,6 +234,7 @@ class _Decoder:
         self.cid_lens: dict[str, list[int]] = {"c2s": [], "s2c": []}
         self.owner: dict[tuple, _ConnKeys] = {}  # (client, client SCID) and (src, dst) → connection
         self.problems: Counter = Counter()
+        self.junk_tails = 0
 
     def packet(self, view: WireView, t_ns: int, data: bytes) -> None:
         """Classify one IP packet, count it if it entered the link, decode it if UDP."""
@@ -242,6 +264,9 @@ class _Decoder:
         """Walk the coalesced packets of a datagram; trailing zero bytes are padding."""
         buf, pos = Buffer(data=payload), 0
         while pos < len(payload) and (pos == 0 or payload[pos:].strip(b"\0")):
+            if pos > 0 and _no_quic_packet(payload, pos):
+                self.junk_tails += 1
+                return
             try:
                 packet, pos = self._one(d, payload, buf, pos)
             except (BufferReadError, ValueError) as err:

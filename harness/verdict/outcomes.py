@@ -33,7 +33,19 @@ SKIP_REASONS = ("capability:", "not applicable:", "real time only:")
 
 
 class Undecided(UnsatisfiedAssumption):
-    """The example could not be judged (the run was inconclusive): rejected, recorded."""
+    """The example could not be judged (the run was inconclusive): rejected, recorded.
+    `counts`: past INCONCLUSIVE_STREAK of them in a row, it counts toward max_examples
+    (harness/pytest_plugin.py), so that a case whose every run is inconclusive for one
+    reason ends in a few examples, "inconclusive", instead of Hypothesis drawing
+    hundreds of runs (a release whose capture cannot be read took 10-15 min a case)."""
+
+    counts = False
+
+
+#: Inconclusive examples in a row, none judged in between, after which each further
+#: one counts toward max_examples. Above the ci profile's examples, so a case with
+#: some judgeable runs still gets them; far below Hypothesis' own limit on rejections.
+INCONCLUSIVE_STREAK = 10
 
 
 class NotExercised(UnsatisfiedAssumption):
@@ -47,6 +59,8 @@ class Ledger:
     judged: int = 0
     inconclusive: list[str] = field(default_factory=list)
     not_exercised: list[str] = field(default_factory=list)
+    #: Inconclusive examples since the last judged one (Undecided.counts).
+    streak: int = 0
     #: The modes its examples ran in ("virtual", "real"): with --mode auto a case
     #: may run some of them in each.
     modes: set[str] = field(default_factory=set)
@@ -91,6 +105,15 @@ def _summary(reasons: list[str]) -> str:
     distinct = list(dict.fromkeys(reasons))
     more = f" (+{len(distinct) - 2} other reasons)" if len(distinct) > 2 else ""
     return "; ".join(distinct[:2]) + more
+
+
+def undecided(ledger: Ledger, why: str) -> Undecided:
+    """The rejection for an inconclusive example, recorded in `ledger`."""
+    ledger.inconclusive.append(why)
+    ledger.streak += 1
+    e = Undecided(why)
+    e.counts = ledger.streak > INCONCLUSIVE_STREAK
+    return e
 
 
 def not_exercised(reason: str) -> None:

@@ -44,7 +44,7 @@ from harness.schedule import Flow, Schedule, TransferPlan
 from harness.verdict.analysis import transfer_records, transfer_share
 from harness.verdict.blackhole import dark_tail
 from harness.verdict.deviation import check
-from harness.verdict.outcomes import Ledger, NotExercised, Undecided
+from harness.verdict.outcomes import Ledger, NotExercised, undecided
 
 if TYPE_CHECKING:  # the run's result is data here: the verdict never drives a testbed
     from harness.testbed.topology import TransferResult
@@ -287,6 +287,7 @@ class Runner:
             raise
         else:
             ledger.judged = judged_before + 1
+            ledger.streak = 0
             self._passed(held)
         finally:
             self._held = outer
@@ -314,14 +315,12 @@ class Runner:
             # Not a skip, which would end the whole property (a failure already
             # found included): this example is rejected, and recorded.
             _discard(out)
-            self.ledger(nodeid).inconclusive.append(str(e))
-            raise Undecided(str(e)) from None
+            raise undecided(self.ledger(nodeid), str(e)) from None
         try:
             yield obs
         except Inconclusive as e:
             _discard(out)
-            self.ledger(nodeid).inconclusive.append(str(e))
-            raise Undecided(str(e)) from None
+            raise undecided(self.ledger(nodeid), str(e)) from None
         except NotExercised as e:
             _discard(out)
             self.ledger(nodeid).not_exercised.append(str(e.args[0]) if e.args else "trigger never happened")
@@ -344,6 +343,7 @@ class Runner:
             raise
         else:
             self.ledger(nodeid).judged += 1
+            self.ledger(nodeid).streak = 0
             if self._held is not None:
                 self._held.append(out)
             else:
