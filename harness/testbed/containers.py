@@ -66,7 +66,8 @@ def image_id(image: str) -> str:
     done = docker("image", "inspect", "--format", "{{.Id}}", image, check=False)
     if done.returncode != 0:
         name, _, tag = image.partition(":")
-        hint = ("build it with `make docker-images`" if image.startswith("longlook/") and tag in ("", "latest")
+        release = tag[:1].isdigit()  # longlook/<stack>:<version>: a release's image
+        hint = ("build it with `make docker-images`" if image.startswith("longlook/") and not release
                 else f"build it with `scripts/docker-images.sh {name.removeprefix('longlook/')}@{tag}` (the "
                      "release from the cache)" if image.startswith("longlook/")
                 else f"load or pull it first (`docker pull {image}` where a registry is reachable)")
