@@ -246,9 +246,28 @@ def test_bytes_after_a_packet_that_no_receiver_could_take_are_padding(tmp_path):
         view.check()
         assert view.junk_tails == 1 and clean.junk_tails == 0, name
         assert [len(d.packets) for d in view.datagrams] == [len(d.packets) for d in clean.datagrams], name
-    (tmp_path / "short").mkdir()
-    _with_tail(pcap, at, b"\x41" + bytes(range(1, 60)), tmp_path / "short" / "client.pcap")
-    view = read_wire(tmp_path / "short" / "client.pcap", [klog])
+    # A short header, or a long one of this version, whose Destination Connection ID is
+    # not the first packet's: a receiver ignores it as well (RFC 9000 §12.2).
+    dcid = bytes(first_packet_dcid(pcap))
+    for name, tail in (("short", b"\x41" + bytes(range(1, 60))),
+                       ("other-cid", b"\xc3\x00\x00\x00\x01\x08" + bytes(range(1, 61)))):
+        (tmp_path / name).mkdir()
+        _with_tail(pcap, at, tail, tmp_path / name / "client.pcap")
+        view = read_wire(tmp_path / name / "client.pcap", [klog])
+        view.check()
+        assert view.junk_tails == 1, name
+    # One with the first packet's CID is read as a packet, and one that fails to
+    # decrypt stays a problem: it cannot be told from a packet of the connection.
+    (tmp_path / "same-cid").mkdir()
+    _with_tail(pcap, at, b"\x41" + dcid + bytes(range(1, 40)), tmp_path / "same-cid" / "client.pcap")
+    view = read_wire(tmp_path / "same-cid" / "client.pcap", [klog])
     assert view.junk_tails == 0
     with pytest.raises(WireError):
         view.check()
+
+
+def first_packet_dcid(pcap: Path) -> bytes:
+    """The Destination Connection ID of the capture's first (long-header) packet."""
+    _, data = next(iter(iter_pcap(pcap)))
+    udp = data[(data[0] & 0x0F) * 4 + 8:]
+    return udp[6:6 + udp[5]]

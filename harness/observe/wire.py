@@ -123,15 +123,21 @@ _VERSIONS = (0x00000001, 0x6B3343CF)
 
 
 def _no_quic_packet(payload: bytes, pos: int) -> bool:
-    """Whether the bytes at `pos`, after a packet of the same datagram, cannot be a
-    QUIC v1/v2 packet, so a receiver drops them (RFC 9000 §12.2, §17.2): a long header
-    of another version, or one whose Destination Connection ID is longer than the 20
-    bytes v1 allows. A short header cannot be told from a packet this way and stays a
-    problem, as does anything in the datagram's first packet."""
-    if not payload[pos] & 0x80 or len(payload) < pos + 6:
+    """Whether the bytes at `pos`, after a long-header packet of the same datagram,
+    cannot be a QUIC v1/v2 packet of its connection, so a receiver drops them (RFC 9000
+    §12.2: coalesced packets share the first one's Destination Connection ID, and one
+    with another is ignored; §17.2: v1 allows at most 20 bytes of it): a long header of
+    another version, with a longer CID or with another CID, or a short header whose
+    first bytes are not that CID. Random padding (picoquic before 1.1.53) is one of
+    these but for a chance of 2^-8 per CID byte."""
+    if pos == 0 or not payload[0] & 0x80 or len(payload) < 6 or len(payload) < pos + 6:
         return False
+    first = payload[6:6 + payload[5]]
+    if not payload[pos] & 0x80:
+        return payload[pos + 1:pos + 1 + len(first)] != first
     version = int.from_bytes(payload[pos + 1:pos + 5], "big")
-    return version not in _VERSIONS or payload[pos + 5] > 20
+    n = payload[pos + 5]
+    return version not in _VERSIONS or n > 20 or payload[pos + 6:pos + 6 + n] != first
 
 
 def no_cyclic_gc(fn):
