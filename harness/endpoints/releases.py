@@ -37,7 +37,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from harness.endpoints import ENDPOINTS_DIR, StackError, cargo_release
+from harness.endpoints import ENDPOINTS_DIR, StackError, aiopquic_release, cargo_release
 
 
 class ReleaseError(StackError):
@@ -323,56 +323,17 @@ def controllers(stack: str, d: Path) -> list[str]:
 
         return sorted(load(stack).cc)
     if stack == "picoquic":
-        return _picoquic_controllers(d)
+        from harness.endpoints import load
+
+        return aiopquic_release.controllers(d, _pip_python(stack), sorted(load(stack).cc))
     # quic-go: one controller (a CUBIC sender in Reno mode), as the pinned release.
     return ["newreno"]
-
-
-#: Asks a release's own picoquic which of the pinned endpoint's controller names it
-#: registers. Through ctypes on the binding's shared object, because aiopquic before
-#: 0.5 has no Python call that checks a name, and picoquic then falls back to its
-#: default without a word (a "cubic" run would be NewReno).
-_PICOQUIC_PROBE = """
-import ctypes, glob, json, sys
-so = glob.glob(sys.argv[1] + "/aiopquic/_binding/_transport*.so")
-lib = ctypes.CDLL(so[0]) if so else None
-get = getattr(lib, "picoquic_get_congestion_algorithm", None)
-register = getattr(lib, "picoquic_register_all_congestion_control_algorithms", None)
-if get is not None:
-    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.c_char_p]
-if register is not None:
-    register()
-names = json.loads(sys.argv[2])
-print(json.dumps([n for n in names if get is not None and get(n.encode())]))
-try:
-    from aiopquic import _build_info as b
-    print(json.dumps({"picoquic": b.PICOQUIC_VERSION, "picoquic_sha": b.PICOQUIC_SHA}))
-except ImportError:
-    print(json.dumps({}))
-"""
-
-
-def _picoquic_probe(d: Path) -> tuple[list[str], dict]:
-    from harness.endpoints import load
-
-    names = sorted(load("picoquic").cc)
-    proc = subprocess.run([_pip_python("picoquic"), "-c", _PICOQUIC_PROBE, str(d), json.dumps(names)],
-                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(d)))
-    lines = proc.stdout.splitlines()
-    if proc.returncode != 0 or len(lines) != 2:
-        why = (proc.stderr.strip().splitlines() or ["no answer"])[-1]
-        raise ReleaseError(f"picoquic in {d} did not answer which controllers it has ({why}); pick another release")
-    return json.loads(lines[0]), json.loads(lines[1])
-
-
-def _picoquic_controllers(d: Path) -> list[str]:
-    return _picoquic_probe(d)[0]
 
 
 def bundles(stack: str, d: Path) -> dict:
     """What a binding's release carries inside it (aiopquic: picoquic's version and
     commit), for the record; empty for a stack that is its own package."""
-    return _picoquic_probe(d)[1] if stack == "picoquic" else {}
+    return aiopquic_release.bundled(d, _pip_python(stack)) if stack == "picoquic" else {}
 
 
 def pinned_version(stack: str) -> str:
