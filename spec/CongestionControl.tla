@@ -48,7 +48,11 @@
 (*                                                                         *)
 (* Ambiguities of the RFC, and the reading taken here:                     *)
 (*   - §6.2.1 resets pto_count on an acknowledgement; a client without a   *)
-(*     validated handshake keeps it. Here: every new acknowledgement.      *)
+(*     validated handshake keeps it. Here: every ACK that newly            *)
+(*     acknowledges a packet in flight, once it is processed: A.7's        *)
+(*     OnAckReceived declares the losses it reveals and grows or cuts the  *)
+(*     window first (OnAckProcessed), so a sender may declare losses and   *)
+(*     reduce its window while still in TailLossProbe.                     *)
 (*   - §7.3.2 ends recovery when "a packet sent during the recovery period *)
 (*     is acknowledged"; B.6 compares send times only. Here both: a newly  *)
 (*     acknowledged pn > recovery_start ends the period.                   *)
@@ -89,13 +93,14 @@ VARIABLES
     reduction_due,     \* a congestion event happened and its reduction is not yet applied
     lost_since_update, \* a loss was declared since the window last moved
     pto_count,         \* §6.2.1
+    ack_pending,       \* an ACK newly acknowledged a packet in flight and is still being processed (A.7)
     app_limited,       \* §7.8
     cause,             \* history: what started the current period: "none", "loss", "ecn", "persistent"
     reductions         \* history: window reductions in the current recovery period
 
 vars == <<congestion_window, ssthresh, bytes_in_flight, inflight, largest_sent, largest_acked,
           recovery_start, in_recovery, credit, carry, reduction_due, lost_since_update, pto_count,
-          app_limited, cause, reductions>>
+          ack_pending, app_limited, cause, reductions>>
 
 Min(a, b) == IF a < b THEN a ELSE b
 Max(a, b) == IF a > b THEN a ELSE b
@@ -144,6 +149,7 @@ TypeOK ==
     /\ largest_acked <= largest_sent /\ recovery_start <= largest_sent
     /\ in_recovery \in BOOLEAN /\ reduction_due \in BOOLEAN /\ lost_since_update \in BOOLEAN
     /\ credit \in Nat /\ carry \in Nat /\ pto_count \in Nat /\ app_limited \in BOOLEAN
+    /\ ack_pending \in BOOLEAN
     /\ cause \in {"none", "loss", "ecn", "persistent"} /\ reductions \in Nat
 
 Init ==
@@ -153,12 +159,13 @@ Init ==
     /\ largest_sent = NoPn /\ largest_acked = NoPn
     /\ recovery_start = NoPn /\ in_recovery = FALSE
     /\ credit = 0 /\ carry = 0 /\ reduction_due = FALSE /\ lost_since_update = FALSE
-    /\ pto_count = 0 /\ app_limited = FALSE
+    /\ pto_count = 0 /\ ack_pending = FALSE /\ app_limited = FALSE
     /\ cause = "none" /\ reductions = 0
 
 \* B.4. The spec does not say when a packet may be sent: pacing and probes
 \* differ by stack. Next sends only within the window (CanSend).
 OnPacketSent(pn, size, eliciting) ==
+    /\ ~ack_pending            \* an ACK is processed whole before the next send (A.7)
     /\ pn > largest_sent
     /\ largest_sent' = pn
     /\ IF eliciting
@@ -166,12 +173,13 @@ OnPacketSent(pn, size, eliciting) ==
             /\ bytes_in_flight' = bytes_in_flight + size
        ELSE UNCHANGED <<inflight, bytes_in_flight>>
     /\ UNCHANGED <<congestion_window, ssthresh, largest_acked, recovery_start, in_recovery, credit, carry,
-                   reduction_due, lost_since_update, pto_count, app_limited, cause, reductions>>
+                   reduction_due, lost_since_update, pto_count, ack_pending, app_limited, cause, reductions>>
 
 CanSend(size) == bytes_in_flight + size <= congestion_window    \* §7
 
 \* B.5 (bookkeeping; the growth it licenses is GrowWindow). An acknowledgement of
 \* a packet no longer in flight (declared lost before) changes nothing but largest_acked.
+\* The PTO backoff is reset once the whole ACK is processed (OnAckProcessed).
 OnPacketsAcked(pn, size) ==
     /\ pn <= largest_sent
     /\ largest_acked' = Max(largest_acked, pn)
@@ -182,15 +190,26 @@ OnPacketsAcked(pn, size) ==
             /\ credit' = IF pn <= recovery_start \/ app_limited THEN credit ELSE credit + size
             /\ carry' = carry
             /\ in_recovery' = (in_recovery /\ pn <= recovery_start)      \* §7.3.2
-            /\ pto_count' = 0                                            \* §6.2.1
+            /\ ack_pending' = TRUE                                       \* §6.2.1, A.7
        \* §6.2.1 resets the PTO backoff "when an acknowledgment is received"; B.5 and
        \* A.7 only for packets newly acknowledged in flight. An acknowledgement of a
        \* packet declared lost before (a spurious loss, or one the capture presumed)
        \* may do either.
        ELSE /\ UNCHANGED <<inflight, bytes_in_flight, credit, carry, in_recovery>>
-            /\ pto_count' \in {pto_count, 0}
+            /\ ack_pending' \in {ack_pending, TRUE}
     /\ UNCHANGED <<congestion_window, ssthresh, largest_sent, recovery_start, reduction_due,
-                   lost_since_update, app_limited, cause, reductions>>
+                   lost_since_update, pto_count, app_limited, cause, reductions>>
+
+\* A.7: the end of OnAckReceived, after the ACK's losses and acknowledgements:
+\* "pto_count = 0". Until then the sender is still in TailLossProbe or
+\* RetransmissionTimeout, so the losses the probe's ACK reveals, and the window's
+\* response to them, belong to that state.
+OnAckProcessed ==
+    /\ ack_pending
+    /\ ack_pending' = FALSE /\ pto_count' = 0
+    /\ UNCHANGED <<congestion_window, ssthresh, bytes_in_flight, inflight, largest_sent, largest_acked,
+                   recovery_start, in_recovery, credit, carry, reduction_due, lost_since_update, app_limited,
+                   cause, reductions>>
 
 \* A congestion signal about a packet numbered pn (B.6 OnCongestionEvent, minus the
 \* window change, which is ReduceWindow).
@@ -211,7 +230,8 @@ OnPacketsLost(pn, size) ==
     /\ bytes_in_flight' = bytes_in_flight - size
     /\ lost_since_update' = TRUE
     /\ CongestionEvent(pn, "loss")
-    /\ UNCHANGED <<congestion_window, ssthresh, largest_sent, largest_acked, credit, carry, pto_count, app_limited>>
+    /\ UNCHANGED <<congestion_window, ssthresh, largest_sent, largest_acked, credit, carry, pto_count, ack_pending,
+                   app_limited>>
 
 \* A packet the stack gave up on at a PTO (above the largest acknowledged): not a
 \* congestion signal (see the header).
@@ -221,23 +241,24 @@ OnProbeLoss(pn, size) ==
     /\ inflight' = inflight \ {pn}
     /\ bytes_in_flight' = bytes_in_flight - size
     /\ UNCHANGED <<congestion_window, ssthresh, largest_sent, largest_acked, recovery_start, in_recovery,
-                   credit, carry, reduction_due, lost_since_update, pto_count, app_limited, cause, reductions>>
+                   credit, carry, reduction_due, lost_since_update, pto_count, ack_pending, app_limited, cause,
+                   reductions>>
 
 \* B.7: an ACK reporting a new ECN-CE count, about the largest acknowledged packet.
 OnEcnCe ==
     /\ largest_acked # NoPn
     /\ CongestionEvent(largest_acked, "ecn")
     /\ UNCHANGED <<congestion_window, ssthresh, bytes_in_flight, inflight, largest_sent, largest_acked,
-                   credit, carry, lost_since_update, pto_count, app_limited>>
+                   credit, carry, lost_since_update, pto_count, ack_pending, app_limited>>
 
 \* §6.2.1: each expiry doubles the PTO period; the window does not change (§7.5).
 \* The timer runs from the last ack-eliciting packet sent: none before the first.
 OnPtoExpired ==
-    /\ largest_sent # NoPn
+    /\ largest_sent # NoPn /\ ~ack_pending
     /\ pto_count' = pto_count + 1
     /\ UNCHANGED <<congestion_window, ssthresh, bytes_in_flight, inflight, largest_sent, largest_acked,
-                   recovery_start, in_recovery, credit, carry, reduction_due, lost_since_update, app_limited,
-                   cause, reductions>>
+                   recovery_start, in_recovery, credit, carry, reduction_due, lost_since_update, ack_pending,
+                   app_limited, cause, reductions>>
 
 \* The window moves up on the credit of acknowledged bytes (B.5). Credit earned
 \* before a congestion event may still be applied after it (aioquic logs the growth
@@ -255,7 +276,7 @@ GrowWindow ==
                  ELSE 0
     /\ carry' = 0 /\ lost_since_update' = FALSE
     /\ UNCHANGED <<ssthresh, bytes_in_flight, inflight, largest_sent, largest_acked, recovery_start,
-                   in_recovery, reduction_due, pto_count, app_limited, cause, reductions>>
+                   in_recovery, reduction_due, pto_count, ack_pending, app_limited, cause, reductions>>
 
 \* B.6: the one reduction of a recovery period; ssthresh becomes the new window.
 \* B.5 grows by fractions of a datagram; a stack that counts acknowledged bytes and
@@ -269,7 +290,7 @@ ReduceWindow ==
     /\ carry' = MaxDatagramSize
     /\ reductions' = reductions + 1
     /\ UNCHANGED <<bytes_in_flight, inflight, largest_sent, largest_acked, recovery_start, in_recovery,
-                   pto_count, app_limited, cause>>
+                   pto_count, ack_pending, app_limited, cause>>
 
 \* §7.6.2 (B.8): after losses spanning the persistent congestion duration, the window
 \* collapses to kMinimumWindow and the recovery period is forgotten. A due reduction
@@ -284,7 +305,7 @@ OnPersistentCongestion ==
     /\ reduction_due' = FALSE /\ credit' = 0 /\ carry' = 0 /\ lost_since_update' = FALSE
     /\ cause' = "persistent"
     /\ reductions' = 0
-    /\ UNCHANGED <<bytes_in_flight, inflight, largest_sent, largest_acked, pto_count, app_limited>>
+    /\ UNCHANGED <<bytes_in_flight, inflight, largest_sent, largest_acked, pto_count, ack_pending, app_limited>>
 
 \* RFC 9406 (HyStart++): slow start may end without a loss; ssthresh takes the window.
 \* It decides on round trips, so not before the first packet (B.3: ssthresh starts infinite).
@@ -294,7 +315,7 @@ OnSlowStartExit(new_ssthresh) ==
     /\ ssthresh' = new_ssthresh
     /\ UNCHANGED <<congestion_window, bytes_in_flight, inflight, largest_sent, largest_acked,
                    recovery_start, in_recovery, credit, carry, reduction_due, lost_since_update, pto_count,
-                   app_limited, cause, reductions>>
+                   ack_pending, app_limited, cause, reductions>>
 
 \* §7.8: the sender stops or resumes using its whole window.
 SetAppLimited(b) ==
@@ -302,13 +323,14 @@ SetAppLimited(b) ==
     /\ app_limited' = b
     /\ UNCHANGED <<congestion_window, ssthresh, bytes_in_flight, inflight, largest_sent, largest_acked,
                    recovery_start, in_recovery, credit, carry, reduction_due, lost_since_update, pto_count,
-                   cause, reductions>>
+                   ack_pending, cause, reductions>>
 
 Next ==
     \/ CanSend(MaxDatagramSize) /\ OnPacketSent(largest_sent + 1, MaxDatagramSize, TRUE)
     \/ \E pn \in inflight : OnPacketsAcked(pn, MaxDatagramSize) \/ OnPacketsLost(pn, MaxDatagramSize)
                             \/ OnProbeLoss(pn, MaxDatagramSize)
     \/ OnEcnCe
+    \/ OnAckProcessed
     \/ OnPtoExpired
     \/ GrowWindow
     \/ ReduceWindow

@@ -11,8 +11,10 @@ CONSTANTS
 MCNext == Next /\ largest_sent' <= MaxPn /\ pto_count' <= MaxPto
 MCSend == Send /\ largest_sent' <= MaxPn
 
-\* Fairness (see Fates in the spec): without it a sender could stop forever.
+\* Fairness (see Fates in the spec): without it a sender could stop forever (and no
+\* packet is sent while an ACK is being processed, so that processing ends).
 MCSpec == Init /\ [][MCNext]_vars /\ WF_vars(MCSend) /\ WF_vars(ReduceWindow) /\ WF_vars(Fates)
+          /\ WF_vars(OnAckProcessed)
 
 RecoveryEnds == in_recovery ~> (~in_recovery \/ largest_sent = MaxPn)
 =============================================================================

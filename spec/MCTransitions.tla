@@ -15,6 +15,7 @@ LabelledNext ==
                                \/ OnPacketsLost(pn, MaxDatagramSize) /\ Edge("OnPacketsLost")
                                \/ OnProbeLoss(pn, MaxDatagramSize) /\ Edge("OnProbeLoss")
        \/ OnEcnCe /\ Edge("OnEcnCe")
+       \/ OnAckProcessed /\ (IF pto_count > 0 THEN Edge("OnAckProcessed") ELSE TRUE)  \* else no state changes
        \/ OnPtoExpired /\ Edge("OnPtoExpired")
        \/ GrowWindow /\ Edge("GrowWindow")
        \/ ReduceWindow /\ Edge("ReduceWindow")

@@ -24,6 +24,7 @@ TrapNext ==
                                \/ OnPacketsLost(pn, MaxDatagramSize) /\ Took("OnPacketsLost", pn)
                                \/ OnProbeLoss(pn, MaxDatagramSize) /\ Took("OnProbeLoss", pn)
        \/ OnEcnCe /\ Took("OnEcnCe", largest_acked)
+       \/ OnAckProcessed /\ Took("OnAckProcessed", NoPn)
        \/ OnPtoExpired /\ Took("OnPtoExpired", NoPn)
        \/ GrowWindow /\ Took("GrowWindow", NoPn)
        \/ ReduceWindow /\ Took("ReduceWindow", NoPn)

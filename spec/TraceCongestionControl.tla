@@ -12,8 +12,10 @@
 (*                                                                         *)
 (* Record fields (-1 where a field does not apply):                        *)
 (*   k     "sent" "acked" "lost" "pto" "cwnd" "ssthresh" "ecn" "app"       *)
-(*         "ackonly" "other" ("ackonly": an ACK of a packet never in     *)
-(*         flight; "app": the sender became application limited, el TRUE, *)
+(*         "ackonly" "ackend" "other" ("ackonly": an ACK of a packet never *)
+(*         in flight; "ackend": the ACK's losses, acknowledgements and     *)
+(*         window records are over, A.7 resets the PTO backoff;          *)
+(*         "app": the sender became application limited, el TRUE,         *)
 (*         or stopped being so, el FALSE; from the capture's STREAM frames  *)
 (*         and the bytes in flight, harness/observe/appdata.py)             *)
 (*         ("ecn": the ACK whose largest acknowledged packet was the one    *)
@@ -53,7 +55,8 @@ Resumed ==
     /\ recovery_start = TraceResume.recovery_start /\ in_recovery = TraceResume.in_recovery
     /\ credit = TraceResume.credit /\ carry = TraceResume.carry
     /\ reduction_due = TraceResume.reduction_due /\ lost_since_update = TraceResume.lost_since_update
-    /\ pto_count = TraceResume.pto_count /\ app_limited = TraceResume.app_limited
+    /\ pto_count = TraceResume.pto_count /\ ack_pending = TraceResume.ack_pending
+    /\ app_limited = TraceResume.app_limited
     /\ cause = TraceResume.cause /\ reductions = TraceResume.reductions
 
 TraceInit == cursor = TraceStart /\ ssth_choice = <<>> /\ IF TraceStart = 1 THEN Init ELSE Resumed
@@ -97,16 +100,24 @@ IsSsthresh ==
 
 \* An acknowledgement of a packet never in flight (ACK-only): §6.2.1 resets the PTO
 \* backoff "when an acknowledgment is received" (A.7: any packet newly acknowledged),
-\* so it may; nothing else of the model moves (the largest acknowledged in flight is
-\* what its loss detection compares with).
+\* so its ACK may, once processed; nothing else of the model moves (the largest
+\* acknowledged in flight is what its loss detection compares with).
 IsAckOnly ==
     /\ E.k = "ackonly"
     /\ \/ UNCHANGED vars
-       \/ /\ pto_count > 0 /\ pto_count' = 0
+       \/ /\ ~ack_pending /\ pto_count > 0 /\ ack_pending' = TRUE
           /\ UNCHANGED <<congestion_window, ssthresh, bytes_in_flight, inflight, largest_sent, largest_acked,
                          recovery_start, in_recovery, credit, carry, reduction_due, lost_since_update,
-                         app_limited, cause, reductions>>
+                         pto_count, app_limited, cause, reductions>>
           /\ Step("OnPacketsAcked")
+
+\* harness/model/tracefile.py writes one after each ACK's records: the end of A.7's
+\* OnAckReceived. A step of the state only when it resets a backoff.
+IsAckEnd ==
+    /\ E.k = "ackend"
+    /\ IF ack_pending
+       THEN OnAckProcessed /\ IF pto_count > 0 THEN Step("OnAckProcessed") ELSE TRUE
+       ELSE UNCHANGED vars
 
 IsApp == E.k = "app" /\ SetAppLimited(E.el) /\ Step("SetAppLimited")
 
@@ -114,7 +125,8 @@ IsOther == E.k = "other" /\ UNCHANGED vars
 
 TraceNext ==
     /\ cursor <= Len(TraceLog)
-    /\ \/ (IsSent \/ IsAcked \/ IsLost \/ IsPto \/ IsEcn \/ IsApp \/ IsAckOnly \/ IsOther) /\ UNCHANGED ssth_choice
+    /\ \/ (IsSent \/ IsAcked \/ IsLost \/ IsPto \/ IsEcn \/ IsApp \/ IsAckOnly \/ IsAckEnd \/ IsOther)
+          /\ UNCHANGED ssth_choice
        \/ IsWindow \/ IsSsthresh
     /\ cursor' = cursor + 1
 
@@ -129,7 +141,7 @@ Diagnose ==
                     bytes_in_flight |-> bytes_in_flight, largest_sent |-> largest_sent,
                     largest_acked |-> largest_acked, recovery_start |-> recovery_start,
                     in_recovery |-> in_recovery, credit |-> credit, reduction_due |-> reduction_due,
-                    lost_since_update |-> lost_since_update, pto_count |-> pto_count,
+                    lost_since_update |-> lost_since_update, pto_count |-> pto_count, ack_pending |-> ack_pending,
                     reductions |-> reductions, cause |-> cause, inflight |-> inflight,
                     carry |-> carry, app_limited |-> app_limited]>>)
         /\ PrintT(<<"enabled", [OnPacketSent |-> ENABLED OnPacketSent(E.pn, E.size, E.el),
@@ -137,6 +149,7 @@ Diagnose ==
                     OnPacketsLost |-> ENABLED OnPacketsLost(E.pn, E.size),
                     OnProbeLoss |-> ENABLED OnProbeLoss(E.pn, E.size),
                     OnPtoExpired |-> ENABLED OnPtoExpired, OnEcnCe |-> ENABLED OnEcnCe,
+                    OnAckProcessed |-> ENABLED OnAckProcessed,
                     GrowWindow |-> ENABLED GrowWindow, ReduceWindow |-> ENABLED ReduceWindow,
                     OnPersistentCongestion |-> ENABLED OnPersistentCongestion,
                     OnSlowStartExit |-> ENABLED OnSlowStartExit(E.ssth),

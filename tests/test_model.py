@@ -136,11 +136,11 @@ def test_records_join_packets_and_put_acks_first_within_an_instant():
     events = [events[3]] + events[:3]
     log = tracefile.from_trace(validate.Trace("picoquic", "server", events, "x"), "newreno")
     assert [(r.k, r.pn, r.size) for r in log.records] == [
-        ("cwnd", -1, -1), ("sent", 0, 1000), ("acked", 0, 1000), ("cwnd", -1, -1)]
+        ("cwnd", -1, -1), ("sent", 0, 1000), ("acked", 0, 1000), ("cwnd", -1, -1), ("ackend", -1, -1)]
     assert log.initial_window == 12000 and "TraceInitialWindows == {12000}" in log.module()
     # A stack whose dialect logs the window after the ACK's packets keeps file order.
     log = tracefile.from_trace(validate.Trace("aioquic", "server", events, "x"), "newreno")
-    assert [r.k for r in log.records] == ["cwnd", "sent", "cwnd", "acked"]
+    assert [r.k for r in log.records] == ["cwnd", "sent", "cwnd", "acked", "ackend"]
 
 
 def test_model_transitions_cover_the_trace(finder, tmp_path):
@@ -237,7 +237,9 @@ def test_a_stack_logging_the_window_after_the_acks_keeps_file_order_within_an_in
               PacketAcked(5.0, 1), Metrics(5.0, congestion_window=12200), PacketAcked(5.0, 2),
               Metrics(5.0, congestion_window=12800)]
     log = tracefile.from_trace(validate.Trace("aioquic", "server", events, "x"), "newreno")
-    assert [r.k for r in log.records] == ["cwnd", "sent", "sent", "acked", "cwnd", "acked", "cwnd"]
+    # Each ACK ends (A.7's reset of the PTO backoff) where the next acknowledgement
+    # follows its window.
+    assert [r.k for r in log.records] == ["cwnd", "sent", "sent", "acked", "cwnd", "ackend", "acked", "cwnd", "ackend"]
 
 
 #: tests/traces/aioquic-cubic-blackhole.ndjson: where aioquic resets its window after
@@ -268,7 +270,9 @@ def test_a_collapse_choosing_ssthresh_does_not_multiply_the_states(finder, monke
     verdict = validate.validate(_trace("aioquic-cubic-blackhole.ndjson"), "cubic")
     assert [(m.line, m.kind) for m in verdict.mismatches] == [(BLACKHOLE_RESET_LINE, "reduction-without-loss")], \
         verdict.describe()
-    assert verdict.matched == BLACKHOLE_RESET_LINE - 1 and not verdict.cut_short
+    log = tracefile.from_trace(_trace("aioquic-cubic-blackhole.ndjson"), "cubic")
+    assert verdict.matched == next(i for i, r in enumerate(log.records) if r.line == BLACKHOLE_RESET_LINE)
+    assert not verdict.cut_short
     assert any(s.action == "OnPersistentCongestion" for s in verdict.steps)
     assert max(counts) < 100_000, counts
 
@@ -298,7 +302,7 @@ def test_an_ecn_echo_is_the_cause_a_cut_needs_and_the_model_steps_through_it(fin
     events += [Metrics(56.0, congestion_window=6000)]
     trace = validate.Trace("picoquic", "server", events, "x")
     log = tracefile.from_trace(trace, "newreno", ce_acks={("application", 4)})
-    assert [r.k for r in log.records][-3:] == ["acked", "ecn", "cwnd"]
+    assert [r.k for r in log.records][-4:] == ["acked", "ecn", "ackend", "cwnd"]
     verdict = validate.validate_log(log, trace)
     assert verdict.accepted, verdict.describe()
     assert ("SlowStart", "OnEcnCe", "Recovery") in coverage.transitions(verdict)
@@ -357,9 +361,52 @@ def test_an_ack_of_an_ack_only_packet_may_reset_the_pto_backoff(finder):
               PacketAcked(11.0, 1), PtoExpired(20.0, pto_count=1), PacketAcked(30.0, 0)]
     trace = validate.Trace("aioquic", "server", events, "x")
     log = tracefile.from_trace(trace, "newreno")
-    assert [r.k for r in log.records] == ["cwnd", "sent", "sent", "pto", "ackonly", "pto", "acked"]
+    assert [r.k for r in log.records] == ["cwnd", "sent", "sent", "pto", "ackonly", "ackend", "pto", "acked", "ackend"]
     verdict = validate.validate_log(log, trace)
     assert verdict.accepted, verdict.describe()
     # Without that acknowledgement the second expiry would be the second in a row.
     trace = validate.Trace("aioquic", "server", events[:4] + events[5:], "x")
     assert validate.validate_log(tracefile.from_trace(trace, "newreno"), trace).mismatch.kind == "pto-unexplained"
+
+
+def _probe_acked(still_backed_off: bool = False):
+    """Four packets, a PTO, the probe; the probe's ACK acknowledges packets 1-4 and
+    reveals packet 0 lost, and the window is cut. Then, with `still_backed_off`, a
+    second PTO logged as the second in a row."""
+    from harness.observe.events import PacketAcked, PacketLost, PtoExpired
+
+    events = [Metrics(0.0, congestion_window=12000)]
+    events += [PacketSent(1.0 + pn, pn, size=1200, ack_eliciting=True) for pn in range(4)]
+    events += [PtoExpired(100.0, pto_count=1), PacketSent(101.0, 4, size=1200, ack_eliciting=True)]
+    events += [PacketAcked(150.0, pn) for pn in range(1, 5)]
+    events += [PacketLost(150.0, 0), Metrics(150.0, congestion_window=6000, ssthresh=6000),
+               PacketSent(151.0, 5, size=1200, ack_eliciting=True)]
+    if still_backed_off:
+        events += [PtoExpired(300.0, pto_count=2)]
+    return validate.Trace("aioquic", "server", events, "x")
+
+
+def test_the_probes_ack_is_processed_before_the_backoff_resets(finder):
+    """RFC 9002 A.7 resets pto_count at the end of OnAckReceived, after the losses the
+    ACK revealed and the window's response: a sender still in TailLossProbe declares
+    them and cuts its window (trace validation reaches those transitions), and the
+    reset then leaves it in Recovery."""
+    trace = _probe_acked()
+    log = tracefile.from_trace(trace, "newreno")
+    kinds = [r.k for r in log.records]
+    assert kinds[-3:] == ["ssthresh", "ackend", "sent"], kinds
+    verdict = validate.validate_log(log, trace)
+    assert verdict.accepted, verdict.describe()
+    reached = coverage.transitions(verdict)
+    for t in (("TailLossProbe", "OnPacketsAcked", "TailLossProbe"), ("TailLossProbe", "OnPacketsLost", "TailLossProbe"),
+              ("TailLossProbe", "ReduceWindow", "TailLossProbe"), ("TailLossProbe", "OnAckProcessed", "Recovery")):
+        assert reached[t] >= 1, (t, sorted(reached))
+        assert t in coverage.model_transitions() and coverage.observable(t)
+
+
+def test_a_sender_that_keeps_its_backoff_after_an_ack_deviates(finder):
+    """§6.2.1: an ACK of a packet in flight resets the backoff; a second expiry logged
+    as the second in a row after one is no behaviour of the model."""
+    trace = _probe_acked(still_backed_off=True)
+    verdict = validate.validate_log(tracefile.from_trace(trace, "newreno"), trace)
+    assert not verdict.accepted and verdict.mismatch.kind == "pto-unexplained"

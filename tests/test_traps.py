@@ -95,7 +95,8 @@ def test_overlapping_blackholes_merge_into_one():
     asks for two blackholes over the same time: the schedule has one, the longer."""
     steps = [traps.Step("Init", "OnPacketSent", "SlowStart", 0), traps.Step("SlowStart", "OnPacketSent", "SlowStart", 1),
              traps.Step("SlowStart", "OnPtoExpired", "TailLossProbe", -1),
-             traps.Step("TailLossProbe", "OnPacketsAcked", "SlowStart", 1),
+             traps.Step("TailLossProbe", "OnPacketsAcked", "TailLossProbe", 1),
+             traps.Step("TailLossProbe", "OnAckProcessed", "SlowStart", -1),
              traps.Step("SlowStart", "OnPacketsLost", "Recovery", 0),
              traps.Step("Recovery", "OnPersistentCongestion", "SlowStart", -1)]
     s = to_schedule(steps, BaseLink(), seed=0)

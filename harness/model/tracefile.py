@@ -208,7 +208,7 @@ def from_trace(trace: Trace, family: str, ce_acks: Collection[tuple[str, int]] =
         records = _losses_after_their_ack(records, trace)
     if dialect.window_before_acks:
         records = _acks_first(records, trace)
-    return TraceLog(records, _max_datagram(trace), initial, family, max_window or INFINITY)
+    return TraceLog(_ack_ends(records, trace), _max_datagram(trace), initial, family, max_window or INFINITY)
 
 
 def _losses_after_their_ack(records: list[Record], trace: Trace) -> list[Record]:
@@ -255,4 +255,32 @@ def _acks_first(records: list[Record], trace: Trace) -> list[Record]:
         first = ("app", "acked", "ackonly", "lost", "ecn")
         out += [r for r in group if r.k in first] + [r for r in group if r.k not in first]
         i = j
+    return out
+
+
+#: Records that may come between an ACK's acknowledgements without ending them.
+_WITHIN_ACKS = ("acked", "ackonly", "ecn", "app", "other")
+
+
+def _ack_ends(records: list[Record], trace: Trace) -> list[Record]:
+    """An "ackend" record after each ACK's records: its acknowledgements, then the
+    losses it revealed and the window it set, all at its instant. RFC 9002 A.7 resets
+    the PTO backoff there, at the end of OnAckReceived, so a sender still in
+    TailLossProbe declares the losses its probe's ACK revealed. No stack logs an ACK
+    frame's end; it is taken to come before a packet sent or a PTO, at a later
+    instant, or where an acknowledgement follows a loss or a window (a second ACK of
+    the same instant, as virtual time has)."""
+    out: list[Record] = []
+    pending: float | None = None  # the instant of the ACK being processed
+    for r in records:
+        t = trace.events[r.line - 1].t_us
+        if pending is not None and (r.k in ("sent", "pto") or t != pending
+                                    or (r.k in ("acked", "ackonly") and out[-1].k not in _WITHIN_ACKS)):
+            out.append(Record("ackend", out[-1].line))
+            pending = None
+        if r.k in ("acked", "ackonly") and pending is None:
+            pending = t
+        out.append(r)
+    if pending is not None:
+        out.append(Record("ackend", out[-1].line))
     return out

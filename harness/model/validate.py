@@ -127,7 +127,7 @@ class Mismatch:
 RESUME_VARIABLES = frozenset({
     "congestion_window", "ssthresh", "bytes_in_flight", "inflight", "largest_sent", "largest_acked",
     "recovery_start", "in_recovery", "credit", "carry", "reduction_due", "lost_since_update",
-    "pto_count", "app_limited", "cause", "reductions"})
+    "pto_count", "ack_pending", "app_limited", "cause", "reductions"})
 
 
 @dataclass

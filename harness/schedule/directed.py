@@ -16,8 +16,8 @@ starts with about 10 and has sent a handshake first. The mapping, step by step:
   the lost packets must span three PTO periods; eight leave room for the estimate's
   error); the model has no time, so its path shows only the losses;
 - blackholes that overlap merge into one;
-- every other action (sends, acknowledgements, window moves, probe losses, the end
-  of slow start) is the sender's own doing: no link action;
+- every other action (sends, acknowledgements, the end of an ACK's processing, window
+  moves, probe losses, the end of slow start) is the sender's own doing: no link action;
 - SetAppLimited has no link mapping: an application's pause is the plan's (the
   conformance plan pauses between its two objects, and the capture shows the sender
   dry, harness/observe/appdata.py); paths through it are left out, and the paths to
