@@ -9,8 +9,13 @@ starts with about 10 and has sent a handshake first. The mapping, step by step:
 - OnPacketsLost(pn) → that datagram dropped;
 - OnEcnCe(pn) → that datagram marked CE (a sender that does not use ECN ignores it);
 - a run of k OnPtoExpired steps → the data direction dark from when the last packet
-  before them was sent, for k PTO periods backed off (1, 3, 7, … periods) plus half
-  a period, so exactly k expire before it ends;
+  before them was sent, for one round trip (the sender goes on sending into the dark
+  while the acknowledgements of earlier packets open its window, and the PTO timer
+  runs from its last send) and then 1.5·2^(k−1) − 1 PTO periods: halfway between the
+  (k−1)-th expiry and the k-th (they come 1, 3, 7, … periods after that send), so the
+  probes of the first k − 1 are lost and the k-th one's probe is answered. (The dark
+  had lasted 2^k − ½ periods, past the k-th expiry: its probe was lost too, and every
+  such path took one expiry more, so no run reached TailLossProbe's own transitions.)
 - OnPersistentCongestion → the data direction dark from when the first packet lost
   since the window last grew was sent, for PERSISTENT_PTOS periods (RFC 9002 §7.6.1:
   the lost packets must span three PTO periods; eight leave room for the estimate's
@@ -88,7 +93,10 @@ def to_schedule(path, base: BaseLink, seed: int, stride: int = 3) -> Schedule:
             while i < len(path) and path[i].action in ("OnPtoExpired", "OnProbeLoss"):
                 k += path[i].action == "OnPtoExpired"
                 i += 1
-            dark.append((at(largest_sent), 2 ** k - 1 + 0.5))  # k expiries, not k + 1
+            # The PTO timer starts at the last send, which in the dark comes about a round
+            # trip after the last packet before it (the acknowledgements of those still
+            # open the window): one RTT more, then halfway to the k-th expiry.
+            dark.append((at(largest_sent), base.rtt_us / 1000 / pto_ms(base) + 1.5 * 2 ** (k - 1) - 1))
             continue
         i += 1
     phases, end = [], None
