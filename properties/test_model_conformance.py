@@ -42,16 +42,23 @@ GUIDANCE_ENV = "LONGLOOK_MODEL_GUIDANCE"
 EARLY_LOSSES = BaseLink().schedule(seed=0, actions=[Action("s2c", 60, "drop", flow=QUIC),
                                                     Action("s2c", 250, "drop", flow=QUIC)])
 #: TLC's path to a third PTO expiry in a row, as a schedule: the data direction dark
-#: early in the transfer for 7.5 PTO periods, so every run of the case passes through
+#: early in the transfer for a round trip and 5 PTO periods (past the second expiry,
+#: before the third: harness/schedule/directed.py), so every run of the case passes through
 #: TailLossProbe, RetransmissionTimeout and (on most stacks) persistent congestion.
 #: (A blackhole from 600 ms, as the persistent-congestion properties use for their
 #: transfers of a few MB, began after this 400 kB transfer had ended.)
 THREE_PTOS = to_schedule(traps.load()[("RetransmissionTimeout", "OnPtoExpired", "RetransmissionTimeout")],
                          BaseLink(), seed=0)
-#: Set to 0 to draw free schedules only (bench/model_coverage_bench.py compares both).
+#: TLC's path to growth while one PTO has expired: the data direction dark for one PTO
+#: period and a half after a round trip, so the probe is answered. The probe's ACK
+#: reveals the packets lost in the dark, and the sender declares them, cuts its window
+#: and grows it while still in TailLossProbe (RFC 9002 A.7 resets pto_count only after
+#: that), then leaves it for Recovery.
+PROBE_ANSWERED = to_schedule(traps.load()[("TailLossProbe", "GrowWindow", "TailLossProbe")], BaseLink(), seed=0)
 #: TLC's path to a cut for an ECN-CE echo, as marks: on a sender that marks ECT the
 #: trace takes OnEcnCe; on one that does not, the run is a clean one.
 ECN_CUT = to_schedule(traps.load()[("SlowStart", "OnEcnCe", "Recovery")], BaseLink(), seed=0)
+#: Set to 0 to draw free schedules only (bench/model_coverage_bench.py compares both).
 DIRECTED_ENV = "LONGLOOK_DIRECTED"
 #: Loss, reordering and jitter, or a blackhole (which reaches PTO and persistent
 #: congestion); and the directed schedules: TLC's path to a model transition this
@@ -74,6 +81,7 @@ CAP_DATAGRAM_BYTES = 1252
 @example(schedule=strategies.CLEAN_LINK, cap=0)
 @example(schedule=EARLY_LOSSES, cap=0)
 @example(schedule=THREE_PTOS, cap=0)
+@example(schedule=PROBE_ANSWERED, cap=0)
 @example(schedule=ECN_CUT, cap=0)
 @example(schedule=EARLY_LOSSES, cap=16)
 @given(schedule=SCHEDULES, cap=CAPS)
