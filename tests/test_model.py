@@ -302,7 +302,7 @@ def test_an_ecn_echo_is_the_cause_a_cut_needs_and_the_model_steps_through_it(fin
     events += [Metrics(56.0, congestion_window=6000)]
     trace = validate.Trace("picoquic", "server", events, "x")
     log = tracefile.from_trace(trace, "newreno", ce_acks={("application", 4)})
-    assert [r.k for r in log.records][-4:] == ["acked", "ecn", "ackend", "cwnd"]
+    assert [r.k for r in log.records][-4:] == ["acked", "ecn", "cwnd", "ackend"]
     verdict = validate.validate_log(log, trace)
     assert verdict.accepted, verdict.describe()
     assert ("SlowStart", "OnEcnCe", "Recovery") in coverage.transitions(verdict)
@@ -410,3 +410,27 @@ def test_a_sender_that_keeps_its_backoff_after_an_ack_deviates(finder):
     trace = _probe_acked(still_backed_off=True)
     verdict = validate.validate_log(tracefile.from_trace(trace, "newreno"), trace)
     assert not verdict.accepted and verdict.mismatch.kind == "pto-unexplained"
+
+
+def test_an_ack_ends_before_the_next_send_not_at_a_loss_of_the_capture_s_clock():
+    """A loss derived from the capture (quiche) carries the capture's clock, a few µs
+    from the logged acknowledgement that revealed it: still the same ACK, so the PTO
+    backoff is reset after it (the "ackend" record) and after the window it set. A
+    second acknowledgement after that window, or a loss after it, is another event."""
+    from harness.observe.events import PacketAcked, PacketLost
+
+    events = [Metrics(0.0, congestion_window=12000)]
+    events += [PacketSent(1.0 + pn, pn, size=1200) for pn in range(6)]
+    events += [PacketAcked(100.0, 5), PacketLost(103.5, 0), PacketLost(103.5, 1),
+               Metrics(100.0, congestion_window=6000, ssthresh=6000), PacketLost(180.0, 2),
+               PacketAcked(190.0, 4), PacketSent(191.0, 6, size=1200)]
+    log = tracefile.from_trace(validate.Trace("quiche", "server", events, "x"), "newreno")
+    assert [r.k for r in log.records][7:] == ["acked", "lost", "lost", "cwnd", "ssthresh", "ackend", "lost",
+                                              "acked", "ackend", "sent"]
+    # aioquic logs its metrics after every loss it declares: one ACK still.
+    events = [Metrics(0.0, congestion_window=12000)]
+    events += [PacketSent(1.0 + pn, pn, size=1200) for pn in range(6)]
+    events += [PacketAcked(100.0, 5), PacketLost(100.0, 0), Metrics(100.0, congestion_window=6000, ssthresh=6000),
+               PacketLost(100.0, 1), Metrics(100.0, congestion_window=6000), PacketSent(101.0, 6, size=1200)]
+    log = tracefile.from_trace(validate.Trace("aioquic", "server", events, "x"), "newreno")
+    assert [r.k for r in log.records][7:] == ["acked", "lost", "cwnd", "ssthresh", "lost", "cwnd", "ackend", "sent"]

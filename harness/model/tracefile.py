@@ -264,18 +264,24 @@ _WITHIN_ACKS = ("acked", "ackonly", "ecn", "app", "other")
 
 def _ack_ends(records: list[Record], trace: Trace) -> list[Record]:
     """An "ackend" record after each ACK's records: its acknowledgements, then the
-    losses it revealed and the window it set, all at its instant. RFC 9002 A.7 resets
-    the PTO backoff there, at the end of OnAckReceived, so a sender still in
-    TailLossProbe declares the losses its probe's ACK revealed. No stack logs an ACK
-    frame's end; it is taken to come before a packet sent or a PTO, at a later
-    instant, or where an acknowledgement follows a loss or a window (a second ACK of
-    the same instant, as virtual time has)."""
+    losses it revealed and the window it set. RFC 9002 A.7 resets the PTO backoff
+    there, at the end of OnAckReceived, so a sender still in TailLossProbe declares
+    the losses its probe's ACK revealed. No stack logs an ACK frame's end; it is taken
+    to come before a packet sent or a PTO, before an acknowledgement at a later
+    instant or one that follows a loss or a window (a second ACK of the same instant,
+    as virtual time has), and before a loss at a later instant that follows a window
+    (a loss timer's). A loss at a later instant right after the acknowledgements is
+    still the ACK's: one derived from the capture (quiche) carries the capture's
+    clock, a few µs from the logged acknowledgement that revealed it. So is a loss of
+    the same instant after a window (aioquic logs its metrics after every loss)."""
     out: list[Record] = []
     pending: float | None = None  # the instant of the ACK being processed
     for r in records:
         t = trace.events[r.line - 1].t_us
-        if pending is not None and (r.k in ("sent", "pto") or t != pending
-                                    or (r.k in ("acked", "ackonly") and out[-1].k not in _WITHIN_ACKS)):
+        if pending is not None and (
+                r.k in ("sent", "pto")
+                or (r.k in ("acked", "ackonly") and (t != pending or out[-1].k not in _WITHIN_ACKS))
+                or (r.k == "lost" and out[-1].k in ("cwnd", "ssthresh") and t != pending)):
             out.append(Record("ackend", out[-1].line))
             pending = None
         if r.k in ("acked", "ackonly") and pending is None:
