@@ -238,10 +238,10 @@ def test_ngtcp2_s_losses_come_after_the_acks_of_the_frame_that_revealed_them():
     events = [ev.Metrics(0.5, congestion_window=12000)] + events
     trace = ev.Trace("ngtcp2", "server", events, "x")
     kinds = [r.k for r in tracefile.from_trace(trace, "newreno").records]
-    assert kinds[-4:] == ["acked", "acked", "lost", "cwnd"]
+    assert kinds[-5:] == ["acked", "acked", "lost", "cwnd", "ackend"]
     # A stack that logs them the other way round keeps its file order.
     kinds = [r.k for r in tracefile.from_trace(ev.Trace("quinn", "server", events, "x"), "newreno").records]
-    assert kinds[-4:] == ["lost", "acked", "acked", "cwnd"]
+    assert kinds[-5:] == ["lost", "acked", "acked", "cwnd", "ackend"]
 
 
 def test_quic_go_s_ack_goes_before_the_effects_it_logged_first(tmp_path):
