@@ -6,6 +6,7 @@ transitions each reached as one JSON line per run. The arms:
   free      free schedules only, no guidance (LONGLOOK_DIRECTED=0, LONGLOOK_MODEL_GUIDANCE=0)
   guided    free schedules, hypothesis.target on new transitions (LONGLOOK_DIRECTED=0)
   directed  free and directed schedules (TLC's paths, harness/schedule/directed.py), guided
+  only-directed  directed schedules only, guided: how far TLC's paths alone reach
 Real transfers need root; --mode virtual runs in virtual time.
 
     .venv/bin/python bench/model_coverage_bench.py --impl aioquic --cc newreno --examples 12 --seeds 1 2
@@ -29,7 +30,8 @@ TEST = "properties/test_model_conformance.py::test_run_is_a_behaviour_of_the_mod
 
 ARMS = {"free": {"LONGLOOK_DIRECTED": "0", "LONGLOOK_MODEL_GUIDANCE": "0"},
         "guided": {"LONGLOOK_DIRECTED": "0", "LONGLOOK_MODEL_GUIDANCE": "1"},
-        "directed": {"LONGLOOK_DIRECTED": "1", "LONGLOOK_MODEL_GUIDANCE": "1"}}
+        "directed": {"LONGLOOK_DIRECTED": "1", "LONGLOOK_MODEL_GUIDANCE": "1"},
+        "only-directed": {"LONGLOOK_DIRECTED": "only", "LONGLOOK_MODEL_GUIDANCE": "1"}}
 
 
 def run(impl: str, cc: str, examples: int, seed: int, arm: str, mode: str) -> dict:

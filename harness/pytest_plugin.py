@@ -33,10 +33,10 @@ Hypothesis profiles, chosen with Hypothesis' own --hypothesis-profile:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
-import unittest
 from pathlib import Path
 
 import pytest
@@ -377,58 +377,42 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    """A case with a recorded finding:
-    - under ci, is not shrunk again: its minimal schedule is in docs/findings.md, and
-      shrinking it cost up to CI_SHRINK_SECONDS per case of the gate's time (the
-      xfail still fails loudly if the stack stops failing);
-    - when an explicit example reproduced the finding, searches on: Hypothesis runs
-      no generated example once an explicit one failed, so a second, different
-      deviation of the case would never be looked for. The generated phase runs
-      again alone, and what it finds joins the failure (harness/verdict/outcomes.py
-      then fails the run unless every failure matches the finding's signature)."""
-    if FINDING not in item.stash:
+    """Around the call of a property's case (harness/verdict/search.py):
+    - a case with a recorded finding searches on past the finding: an example whose
+      failure is exactly the finding's is set aside and the search goes on, so the
+      finding masks no later example; the examples set aside are raised at the end,
+      with whatever else failed. Under ci it is not shrunk: its minimal schedule is in
+      docs/findings.md, and shrinking cost up to CI_SHRINK_SECONDS per case of the
+      gate's time (the xfail still fails loudly if the stack stops failing);
+    - a budgeted property (profiles.budgeted) under ci draws examples while its time
+      budget lasts."""
+    test = getattr(item, "obj", None)
+    finding = item.stash.get(FINDING, None)
+    budget = getattr(test, "_longlook_budget", None) if profiles.PROFILE == "ci" else None
+    if finding is None and budget is None:
         yield
         return
     from hypothesis.internal.conjecture import engine
 
-    quick = profiles.PROFILE == "ci"
+    from harness.verdict import search
+
+    quick = profiles.PROFILE == "ci" and finding is not None
     if quick:
         engine.MAX_SHRINKING_SECONDS = 0
     try:
-        outcome = yield
+        with contextlib.ExitStack() as wraps:
+            # The finding's wrap innermost: an example set aside is no failure to the budget.
+            met = wraps.enter_context(search.past_the_finding(test, finding[2] if finding else None))
+            runner = getattr(getattr(item, "config", None), "_longlook_runner", None)
+            if budget is not None and runner is not None:
+                wraps.enter_context(search.within_budget(test, budget, runner.ledger(item.nodeid)))
+            outcome = yield
         found = outcome.exception if outcome is not None else None
-        if isinstance(found, Exception) and _from_explicit_example(found):
-            more = _search_generated(item)
-            if more is not None:
-                outcome.force_exception(ExceptionGroup("the finding's explicit example, then the generated "
-                                                       "examples", [found, more]))
+        if met and (found is None or isinstance(found, Exception)):
+            outcome.force_exception(search.joined(found, met))
     finally:
         if quick:
             engine.MAX_SHRINKING_SECONDS = profiles.CI_SHRINK_SECONDS
-
-
-def _from_explicit_example(exc: BaseException) -> bool:
-    leaves = exc.exceptions if isinstance(exc, BaseExceptionGroup) else [exc]
-    return any("explicit example" in note for leaf in leaves for note in getattr(leaf, "__notes__", []))
-
-
-def _search_generated(item: pytest.Item) -> Exception | None:
-    """Runs the case's generated examples only; their failure, if any."""
-    test = getattr(item, "obj", None)
-    current = getattr(test, "_hypothesis_internal_use_settings", None)
-    if current is None:
-        return None
-    test._hypothesis_internal_use_settings = settings(
-        current, phases=[p for p in current.phases if p is not Phase.explicit])
-    try:
-        item.runtest()
-    except unittest.SkipTest:  # Hypothesis has nothing to draw (explicit examples only)
-        return None
-    except Exception as e:  # a pytest skip or an interrupt is a BaseException: let it be
-        return e
-    finally:
-        test._hypothesis_internal_use_settings = current
-    return None
 
 
 def pytest_report_teststatus(report, config):

@@ -27,7 +27,7 @@ from harness.model import coverage, tracefile, traps, validate
 from harness.schedule import Action, TransferPlan, strategies
 from harness.schedule.directed import directed, to_schedule
 from harness.schedule.strategies import QUIC, BaseLink
-from harness.verdict import outcomes
+from harness.verdict import outcomes, profiles
 from harness.verdict.deviation import deviation, raise_all
 
 #: A 400 kB object, a pause, and a 100 kB one: the pause makes the sender application
@@ -58,14 +58,16 @@ PROBE_ANSWERED = to_schedule(traps.load()[("TailLossProbe", "GrowWindow", "TailL
 #: TLC's path to a cut for an ECN-CE echo, as marks: on a sender that marks ECT the
 #: trace takes OnEcnCe; on one that does not, the run is a clean one.
 ECN_CUT = to_schedule(traps.load()[("SlowStart", "OnEcnCe", "Recovery")], BaseLink(), seed=0)
-#: Set to 0 to draw free schedules only (bench/model_coverage_bench.py compares both).
+#: Set to 0 to draw free schedules only, to "only" for directed ones only
+#: (bench/model_coverage_bench.py compares them).
 DIRECTED_ENV = "LONGLOOK_DIRECTED"
 #: Loss, reordering and jitter, or a blackhole (which reaches PTO and persistent
 #: congestion); and the directed schedules: TLC's path to a model transition this
 #: target has not reached yet, as link impairments (harness/schedule/directed.py).
 FREE = [strategies.combinations(), strategies.blackholes()]
-SCHEDULES = st.one_of(*FREE, *([directed(traps.load(), coverage.pending)]
-                               if os.environ.get(DIRECTED_ENV, "1") != "0" else []))
+_DIRECTED = os.environ.get(DIRECTED_ENV, "1")
+SCHEDULES = st.one_of(*(FREE if _DIRECTED != "only" else []),
+                      *([directed(traps.load(), coverage.pending)] if _DIRECTED != "0" else []))
 
 
 #: Window caps in datagrams (0: none), for a sender whose endpoint takes one (caps.json
@@ -76,6 +78,10 @@ CAPS_DATAGRAMS = (0, 16, 24)
 CAPS = st.sampled_from(CAPS_DATAGRAMS)
 #: The bytes of a cap's datagram: aioquic's largest QUIC packet on the testbed's links.
 CAP_DATAGRAM_BYTES = 1252
+#: Under the ci profile, generated examples while they take under BUDGET_S (at least
+#: the profile's 3): each example may reach transitions the others did not, and a
+#: sans-IO target in virtual time runs one in about a second (docs/model.md, "Coverage").
+BUDGET_EXAMPLES, BUDGET_S = 40, 30
 
 
 @example(schedule=strategies.CLEAN_LINK, cap=0)
@@ -84,6 +90,7 @@ CAP_DATAGRAM_BYTES = 1252
 @example(schedule=PROBE_ANSWERED, cap=0)
 @example(schedule=ECN_CUT, cap=0)
 @example(schedule=EARLY_LOSSES, cap=16)
+@profiles.budgeted(BUDGET_EXAMPLES, BUDGET_S)
 @given(schedule=SCHEDULES, cap=CAPS)
 def test_run_is_a_behaviour_of_the_model(longlook, target, schedule, cap):
     """RFC 9002 §6-7 as spec/CongestionControl.tla: TLC accepts the sender's trace,

@@ -113,3 +113,42 @@ def test_directed_generation_maps_no_plan_only_step():
     from harness.schedule.directed import UNMAPPED
 
     assert UNMAPPED == frozenset(coverage.PLAN_ONLY_ACTIONS)
+
+
+def test_packets_sent_after_an_ack_map_to_datagrams_a_round_trip_later():
+    """The model's next packets after an ACK follow at once; a real sender's come a round
+    trip after the acknowledged packet left. A loss among the datagrams in between would
+    fall in the recovery period that ACK began, which is no new congestion event."""
+    from harness.schedule.directed import datagrams, index_at, sent_at_ms
+
+    base = BaseLink()
+    steps = [traps.Step("Init", "OnPacketSent", "SlowStart", 0), traps.Step("SlowStart", "OnPacketSent", "SlowStart", 1),
+             traps.Step("SlowStart", "OnPacketsAcked", "SlowStart", 1),
+             traps.Step("SlowStart", "OnPacketsLost", "Recovery", 0),
+             traps.Step("Recovery", "OnPacketSent", "Recovery", 2), traps.Step("Recovery", "OnPacketSent", "Recovery", 3)]
+    real = datagrams(steps, base, stride=3)
+    assert real[0] == FIRST_DATA and real[1] == FIRST_DATA + 3
+    rtt_ms = base.rtt_us / 1000
+    assert sent_at_ms(base, real[2]) >= sent_at_ms(base, real[1]) + rtt_ms - 1e-6 and real[3] == real[2] + 3
+    assert [a.index for a in to_schedule(steps, base, seed=0).actions] == [real[0]]
+    # index_at inverts sent_at_ms (to the datagram, rounding up).
+    for i in (1, 10, 55, 300):
+        assert index_at(base, sent_at_ms(base, i)) in (i, i + 1)
+
+
+def test_paths_leave_slow_start_by_a_loss_where_one_can():
+    """A delay-based slow-start exit and persistent congestion are avoided on the way to a
+    transition that has a path without them: only some senders exit slow start so, and a
+    collapse costs a long blackhole after which a real sender slow-starts from scratch."""
+    paths = traps.load()
+    through = [t for t, p in paths.items() if p and any(s.action in traps.SENDER_CHOICE_ACTIONS for s in p[:-1])]
+    # Only where the bounded model has no other way (reaching ssthresh by growth needs
+    # an ssthresh a collapse or an exit set): a few paths of the 107.
+    assert len(through) <= len(paths) // 20, through
+    ca_loss = [s.action for s in paths[("CongestionAvoidance", "OnPacketsLost", "Recovery")]]
+    assert "OnSlowStartExit" not in ca_loss and "OnPersistentCongestion" not in ca_loss
+    assert "OnSlowStartExit" in traps._config(("SlowStart", "OnPacketsLost", "Recovery"))
+    assert "OnSlowStartExit" not in traps._config(("SlowStart", "OnPacketsLost", "Recovery"), choices=True)
+    # The transition itself may be one of them.
+    assert '"OnSlowStartExit"' not in traps._config(("SlowStart", "OnSlowStartExit", "CongestionAvoidance")).split(
+        "TrapAvoid =")[1].split("\n")[0]

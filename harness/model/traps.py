@@ -9,8 +9,9 @@ datagram ECT ignores the marks: the path must reach its states on every stack), 
 a capped state unless the transition involves one (coverage.CAP_ONLY_STATES: only a
 sender that takes a window cap reaches them), nor an application's pause unless the
 transition involves one (coverage.PLAN_ONLY_*: the plan's think time brings those
-about, not the link). harness/schedule/directed.py turns a
-path into an impairment schedule.
+about, not the link), nor a slow-start exit without a loss (SENDER_CHOICE_ACTIONS)
+unless no other path exists. harness/schedule/directed.py turns a path into an
+impairment schedule.
 
 TLC takes a few seconds per transition, so the paths are kept in spec/traps.json with
 the hash of the model files they came from: a run reads them and pays nothing. When
@@ -65,6 +66,16 @@ def model_version() -> str:
     return h.hexdigest()[:16]
 
 
+#: Steps a path avoids where another path exists (SENDER_CHOICE_ACTIONS: "choices").
+#: A slow start ended by its delay signal (HyStart++) before any loss is a sender's own
+#: rule, which no impairment brings about and a sender without it never takes: quinn's
+#: NewReno reached 2 of the 11 transitions whose shortest path went that way. And
+#: persistent congestion is cheap in the model (no time passes) but dear on the link (a
+#: blackhole of several PTO periods), after which a real sender slow-starts again from
+#: two datagrams wherever the model's bounded path went on. Avoided, a path leaves slow
+#: start by a loss and its recovery period, which every sender takes.
+SENDER_CHOICE_ACTIONS = ("OnSlowStartExit", "OnPersistentCongestion")
+
 #: MCTransitions prints an edge before its bounds prune the step, so the coverage
 #: universe holds the steps that leave the bounds by one (a third PTO expiry in a
 #: row: RetransmissionTimeout → RetransmissionTimeout). The trap's model allows one
@@ -72,8 +83,9 @@ def model_version() -> str:
 EXTRA_PTO = 1
 
 
-def _config(t: Transition) -> str:
-    """MCTransitions.cfg's bounds (one more PTO), the trap's constants, the trap invariant."""
+def _config(t: Transition, choices: bool = False) -> str:
+    """MCTransitions.cfg's bounds (one more PTO), the trap's constants, the trap
+    invariant. `choices`: the path may take SENDER_CHOICE_ACTIONS on its way."""
     bounds = []
     for ln in (SPEC_DIR / "MCTransitions.cfg").read_text().splitlines():
         m = re.match(r"CONSTANT MaxPto = (\d+)", ln)
@@ -86,7 +98,8 @@ def _config(t: Transition) -> str:
     # senders reach (a capped window) on its way, unless the transition is one: it
     # reaches its transition by link impairments alone, on every sender.
     plan_only = set(t) & {*PLAN_ONLY_STATES, *PLAN_ONLY_ACTIONS}
-    avoided = [*(a for a in ECT_ONLY_ACTIONS if a != t[1]), *([] if plan_only else PLAN_ONLY_ACTIONS)]
+    avoided = [*(a for a in ECT_ONLY_ACTIONS if a != t[1]), *([] if plan_only else PLAN_ONLY_ACTIONS),
+               *(a for a in ([] if choices else SENDER_CHOICE_ACTIONS) if a != t[1])]
     avoid = "{}" if not observable(t) else "{" + ", ".join(f'"{a}"' for a in avoided) + "}"
     states = [s for s in CAP_ONLY_STATES if s not in t] if observable(t) else []
     avoid_states = "{" + ", ".join(f'"{s}"' for s in states) + "}"
@@ -101,12 +114,17 @@ _LAST = re.compile(r"^/\\ last = (.*?)(?=^/\\ |\Z)", re.M | re.S)
 
 
 def path_to(t: Transition) -> list[Step] | None:
-    """A shortest model path ending in transition `t` (TLC), or None if the bounded
-    model never takes it."""
+    """A shortest model path ending in transition `t` (TLC) that avoids the sender's
+    own choices if any does (SENDER_CHOICE_ACTIONS), or None if the bounded model
+    never takes it."""
+    return _path_to(t, choices=False) or _path_to(t, choices=True)
+
+
+def _path_to(t: Transition, choices: bool) -> list[Step] | None:
     with tempfile.TemporaryDirectory(prefix="longlook-trap-") as d:
         for f in SPEC_DIR.glob("*.tla"):
             shutil.copy(f, d)
-        (Path(d) / "MCTrap.cfg").write_text(_config(t))
+        (Path(d) / "MCTrap.cfg").write_text(_config(t, choices))
         result = tlc.run(Path(d), "MCTrap", quick=True, timeout_s=300)
     if result.error is None:
         return None

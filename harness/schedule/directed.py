@@ -63,13 +63,42 @@ def sent_at_ms(base: BaseLink, index: int) -> float:
     return base.rtt_us / 1000 * (1.5 + rounds)
 
 
+def index_at(base: BaseLink, t_ms: float) -> int:
+    """The server datagram slow start on `base` sends at `t_ms` (sent_at_ms inverted)."""
+    rounds = max(t_ms / (base.rtt_us / 1000) - 1.5, 0.0)
+    return math.ceil(INITIAL_WINDOW * (2 ** rounds - 1))
+
+
+def datagrams(path, base: BaseLink, stride: int) -> dict[int, int]:
+    """Model packet number → the server datagram it stands for: `stride` apart, and a
+    packet the model sends after an acknowledgement of packet q no earlier than the
+    datagram sent a round trip after q's. The model's window is 3 datagrams, so its
+    packets after an ACK follow at once; a real sender's next packets after the ACK
+    that began a recovery period are sent a round trip later, and a loss among the
+    datagrams in between would fall in that same period, which is no new congestion
+    event (RFC 9002 §7.3.2)."""
+    real: dict[int, int] = {}
+    floor, last = FIRST_DATA, None
+    for s in path:
+        if s.action == "OnPacketSent" and s.pn >= 0 and s.pn not in real:
+            last = max(FIRST_DATA if last is None else last + stride, floor)
+            real[s.pn] = last
+        elif s.action == "OnPacketsAcked" and s.pn in real:
+            floor = max(floor, index_at(base, sent_at_ms(base, real[s.pn]) + base.rtt_us / 1000))
+    return real
+
+
 def to_schedule(path, base: BaseLink, seed: int, stride: int = 3) -> Schedule:
     """The schedule a path of traps.Step maps to (module docstring)."""
     if any(s.action in UNMAPPED for s in path):
         raise ValueError(f"a path through {sorted(UNMAPPED & {s.action for s in path})} has no mapping to a schedule")
+    real = datagrams(path, base, stride)
+
+    def index(pn: int) -> int:
+        return real.get(pn, FIRST_DATA + max(pn, 0) * stride)
 
     def at(pn: int) -> float:
-        return sent_at_ms(base, FIRST_DATA + max(pn, 0) * stride)
+        return sent_at_ms(base, index(pn))
 
     actions, dark = [], []  # dark: (start ms, PTO periods)
     largest_sent, lost, i = -1, [], 0
@@ -78,10 +107,10 @@ def to_schedule(path, base: BaseLink, seed: int, stride: int = 3) -> Schedule:
         if s.action == "OnPacketSent":
             largest_sent = s.pn
         elif s.action == "OnPacketsLost":
-            actions.append(Action("s2c", FIRST_DATA + s.pn * stride, "drop", flow=QUIC))
+            actions.append(Action("s2c", index(s.pn), "drop", flow=QUIC))
             lost.append(s.pn)
         elif s.action == "OnEcnCe":
-            actions.append(Action("s2c", FIRST_DATA + max(s.pn, 0) * stride, "ce", flow=QUIC))
+            actions.append(Action("s2c", index(s.pn), "ce", flow=QUIC))
         elif s.action == "OnPersistentCongestion":
             # Losses spanning the persistent-congestion duration: dark from the first of them.
             dark.append((at(min(lost, default=largest_sent)), PERSISTENT_PTOS))

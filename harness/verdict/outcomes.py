@@ -68,6 +68,8 @@ class Ledger:
     #: runner caught it: a real-time failure that Hypothesis's replay did not repeat
     #: reaches pytest as a FlakyFailure holding only the replay's outcome.
     failures: list[BaseException] = field(default_factory=list)
+    #: Examples drawn but not run: the case's time budget was spent (profiles.budgeted).
+    unrun: int = 0
 
     def record_failure(self, e: BaseException) -> None:
         """Keeps what failed an example, leaf by leaf, as fresh exceptions: the
@@ -98,6 +100,8 @@ class Ledger:
             parts.append(f"{len(self.inconclusive)} inconclusive ({_summary(self.inconclusive)})")
         if self.not_exercised:
             parts.append(f"{len(self.not_exercised)} not exercised ({_summary(self.not_exercised)})")
+        if self.unrun:
+            parts.append(f"{self.unrun} drawn but not run (the case's time budget was spent)")
         return f"{self.judged} example(s) judged; " + "; ".join(parts) if parts else ""
 
 

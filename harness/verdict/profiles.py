@@ -28,6 +28,23 @@ def slow(test):
     return test
 
 
+def budgeted(examples: int, seconds: float):
+    """Under the ci profile, lets a property draw up to `examples` generated examples
+    while its generated examples so far took under `seconds` (at least the profile's
+    own few: harness/verdict/search.within_budget), so a target that runs in a second
+    gets many examples and a slow one the usual few in about the same time. For a
+    property whose reach grows with every example (the model's transitions). Other
+    profiles keep their own max_examples and no budget. Applied above @given."""
+
+    def wrap(test):
+        if PROFILE == "ci":
+            test = settings(max_examples=examples)(test)
+            test._longlook_budget = float(seconds)
+        return test
+
+    return wrap
+
+
 def repetitions() -> int:
     """How many times a statistical property repeats one case under this profile;
     $LONGLOOK_REPETITIONS overrides it (e.g. to confirm a finding 3 of 3)."""
