@@ -91,7 +91,7 @@ def unexplained_samples(trace, frames, mad_us: float, join: Join):
     return out
 
 
-def _joined(obs, target):
+def joined(obs, target):
     obs.completed()
     view = obs.wire
     frames = analysis.acks_received(view)
@@ -138,7 +138,7 @@ def test_rtt_samples_need_a_new_largest_acknowledged(longlook, target, schedule)
     space, not a duplicated packet) reached the sender."""
     outcomes.require(target, "rtt_samples")
     with outcomes.rare_trigger(), longlook.run(target, schedule, PLAN) as obs:
-        trace, frames, mad, join = _joined(obs, target)
+        trace, frames, mad, join = joined(obs, target)
         if not judge_sample_sources(target.id, trace, frames, mad, join, "new-largest"):
             outcomes.not_exercised("every ACK frame newly acknowledged its largest acknowledged packet")
 
@@ -152,7 +152,7 @@ def test_rtt_samples_need_an_ack_eliciting_packet(longlook, target, schedule):
     frame (application space, not a duplicated packet) reached the sender."""
     outcomes.require(target, "rtt_samples")
     with outcomes.rare_trigger(), longlook.run(target, schedule, PLAN) as obs:
-        trace, frames, mad, join = _joined(obs, target)
+        trace, frames, mad, join = joined(obs, target)
         if not judge_sample_sources(target.id, trace, frames, mad, join, "ack-eliciting"):
             outcomes.not_exercised("every ACK frame newly acknowledged an ack-eliciting packet")
 
@@ -226,7 +226,7 @@ def test_min_rtt_is_the_least_rtt_sample(longlook, target, schedule):
     outcomes.require(target, "rtt_samples")
     outcomes.require(target, "min_rtt")
     with longlook.run(target, schedule, PLAN) as obs:
-        trace, frames, _, join = _joined(obs, target)
+        trace, frames, _, join = joined(obs, target)
         first_ack = min(f.t_us for f in frames) - join.late_us
         if not judge_min_rtt(target.id, trace, first_ack, path_rtt_us(schedule), _collapses(trace)):
             outcomes.not_exercised("the sender logged no RTT sample")
@@ -282,7 +282,7 @@ def test_ack_delay_never_takes_a_sample_below_min_rtt(longlook, target, schedule
     round trip). Trigger: a sample whose ACK Delay would take it below min_rtt."""
     outcomes.require(target, "rtt_samples")
     with outcomes.rare_trigger(), longlook.run(target, schedule, PLAN) as obs:
-        trace, frames, mad, join = _joined(obs, target)
+        trace, frames, mad, join = joined(obs, target)
         bites = floor_bites(frames, mad)
         if not bites:
             outcomes.not_exercised("no ACK Delay would have taken a sample below min_rtt")
@@ -321,7 +321,7 @@ def test_ack_delay_is_capped_at_max_ack_delay(longlook, target, schedule):
     whose frame's ACK Delay exceeds the max_ack_delay its sender declared."""
     outcomes.require(target, "rtt_samples")
     with outcomes.rare_trigger(), longlook.run(target, schedule, PLAN) as obs:
-        trace, frames, mad, join = _joined(obs, target)
+        trace, frames, mad, join = joined(obs, target)
         confirmed = analysis.handshake_confirmed_us(obs.wire)
         over = [f for f in frames if f.gives_sample and f.space == "application" and f.delay_us > mad
                 and confirmed is not None and f.t_us > confirmed]
