@@ -1,4 +1,5 @@
-"""Bursts: how much the sender puts on the wire back to back.
+"""Bursts and pacing: how much the sender puts on the wire back to back, and whether
+it spreads the rest on a timer of its own.
 
 RFC 9002 §7.7: "Sending multiple packets into the network without any delay between
 them creates a packet burst that might cause short-term congestion and losses.
@@ -39,7 +40,7 @@ from harness.observe.events import Metrics
 from harness.schedule import TransferPlan, strategies
 from harness.schedule.strategies import BaseLink
 from harness.verdict import analysis, outcomes
-from harness.verdict.deviation import deviation, raise_all
+from harness.verdict.deviation import check, deviation, raise_all
 
 #: Long enough that an ACK gap drawn by ack_gaps() (at most 600 ms in) falls inside
 #: the transfer at every base link's rate.
@@ -167,3 +168,74 @@ def test_bursts_stay_within_the_initial_window(longlook, target, schedule):
                 f"the largest {max(k for _, k in openings)} datagrams"
             ), excess_datagrams=(size - limit) / mds, burst_datagrams=n, window_ms=window_ms))
         raise_all(deviations)
+
+
+#: A send this soon after a datagram reached the sender is that datagram's doing (ACK
+#: clocking); a paced send waits for the pacer's timer. In virtual time both are exact
+#: instants (an endpoint answers in no time); in real time an endpoint takes up to a
+#: few hundred µs to answer, and a pacer's send that falls this close after an arrival
+#: by chance counts as clocked. Both err toward pacing, never toward a false failure.
+ACK_CLOCK_US = {"virtual": 1.0, "real": 300.0}
+#: The least share of its datagrams a pacing sender sends on its own timer in the round
+#: trip after an ACK that opened more than the initial window at once. A pacer releases
+#: most of such an opening over that round trip (RFC 9002 §7.7's example rate is
+#: 1.25 × cwnd / smoothed_rtt); a sender that only answers ACKs sends none so.
+MIN_TIMED_SHARE = 0.10
+#: Datagrams sent in the round trip after an opening, at least, for it to be judged.
+MIN_SENDS = 8
+
+
+def timed_sends(sends: list[tuple[float, int]], arrivals: list[float], start: float, end: float,
+                clock_us: float) -> tuple[int, int]:
+    """(datagrams sent in (start, end], of which on the sender's own timer): not within
+    `clock_us` after any datagram's arrival at the sender."""
+    total = timed = 0
+    for t, _ in sends:
+        if not start < t <= end:
+            continue
+        total += 1
+        i = bisect.bisect_right(arrivals, t) - 1
+        if i < 0 or t - arrivals[i] > clock_us:
+            timed += 1
+    return total, timed
+
+
+@example(schedule=strategies.ack_gap(BaseLink(), 0, 300, 80))
+@given(schedule=strategies.ack_gaps())
+def test_sender_paces_what_an_ack_opens(longlook, target, schedule):
+    """RFC 9002 §7.7: "A sender SHOULD pace sending of all in-flight packets based on
+    input from the congestion controller." Where one acknowledgement opens more than
+    the initial window at once, a pacer spreads what it opened over the next round
+    trip on its own timer; a sender that does not pace sends only when a datagram
+    arrives. At least MIN_TIMED_SHARE of the datagrams sent in the round trip after
+    such openings must leave at an instant no arrival explains. Trigger: an opening,
+    followed by MIN_SENDS datagrams within a smoothed RTT."""
+    outcomes.require(target, "smoothed_rtt")
+    with longlook.run(target, schedule, PLAN) as obs:
+        obs.completed()
+        trace, view = obs.sender, obs.wire
+        times, rates, windows = _rate_series(trace)
+        sends = _sends(view)
+        if not sends or not rates:
+            outcomes.not_exercised("the sender logged no congestion window with a smoothed RTT, or sent no data")
+        mds = max([analysis.max_datagram(trace), *(s for _, s in sends)])
+        limit = rfc.initial_window(max(mds, rfc.MIN_DATAGRAM)) + mds
+        arrivals = sorted(d.t_us for d in view.datagrams if not d.entered and d.direction == "c2s")
+        srtts = [(m.t_us, m.smoothed_rtt_us) for m in trace.of(Metrics) if m.smoothed_rtt_us]
+        clock_us = ACK_CLOCK_US["virtual" if obs.example.mode == "virtual" else "real"]
+        total = timed = judged = 0
+        for t, _ in _openings(view, limit, mds):
+            srtt = next((v for at, v in reversed(srtts) if at <= t), None)
+            if srtt is None:
+                continue
+            n, k = timed_sends(sends, arrivals, t, t + srtt, clock_us)
+            if n >= MIN_SENDS:
+                total, timed, judged = total + n, timed + k, judged + 1
+        if not judged:
+            outcomes.not_exercised(f"no acknowledgement opened more than {limit} B at once with {MIN_SENDS} "
+                                   "datagrams sent in the round trip after it")
+        check(timed >= MIN_TIMED_SHARE * total, "not-paced", lambda: (
+            f"{target.id}: in the round trip after each of {judged} acknowledgements that opened more than the "
+            f"initial window at once, {timed} of the {total} datagrams the sender sent left on a timer of its own "
+            f"(no datagram arrived within {clock_us:.0f} µs before): the rest answered arrivals, so it does not "
+            f"pace (RFC 9002 §7.7 SHOULD)"), timed_share=timed / total, openings=judged)

@@ -40,3 +40,21 @@ def test_the_rate_logged_last_before_each_send_applies():
     sends = [(0.0, MDS), (40.0, MDS), (1000.0, MDS), (1040.0, MDS)]
     times, rates = [0.0, 500.0], [2.5, 50.0]
     assert [n for _, n, _ in bursts(sends, times, rates)] == [2, 1, 1]
+
+
+def test_sends_that_answer_arrivals_are_not_timed():
+    """An ACK-clocked sender sends at the instants datagrams arrive (in virtual time,
+    exactly; in real time within ACK_CLOCK_US); a pacer sends between them."""
+    from properties.test_pacing import ACK_CLOCK_US, timed_sends
+
+    arrivals = [1000.0 * k for k in range(1, 20)]
+    clocked = [(a + 0.0, MDS) for a in arrivals for _ in range(2)]
+    assert timed_sends(clocked, arrivals, 0.0, 20_000.0, ACK_CLOCK_US["virtual"]) == (38, 0)
+    paced = [(1000.0 + 400 * i, MDS) for i in range(45)]
+    total, timed = timed_sends(paced, arrivals, 0.0, 20_000.0, ACK_CLOCK_US["virtual"])
+    assert total == 45 and timed == 45 - len([t for t, _ in paced if t % 1000 == 0])
+    # Only the window (start, end] counts; an endpoint's answer 200 µs late is still one
+    # in real time.
+    late = [(a + 200.0, MDS) for a in arrivals]
+    assert timed_sends(late, arrivals, 0.0, 5_000.0, ACK_CLOCK_US["real"]) == (4, 0)
+    assert timed_sends(late, arrivals, 0.0, 5_000.0, ACK_CLOCK_US["virtual"]) == (4, 4)
