@@ -37,6 +37,8 @@ CASES = [
      "tests.mutants.probes_not_in_flight:ProbesNotInFlight", "probes-not-in-flight"),
     ("properties/test_pacing.py::test_bursts_stay_within_the_initial_window",
      "tests.mutants.no_pacing:NoPacing", ("burst-of-whole-window", "burst-beyond-initial-window")),
+    ("properties/test_pacing.py::test_sender_paces_what_an_ack_opens",
+     "tests.mutants.no_pacing:NoPacing", "not-paced"),
     ("properties/test_recovery_rules.py::test_recovery_ends_at_the_reduced_window",
      "tests.mutants.no_reduction_on_loss:NoReductionOnLoss", "no-reduction-in-recovery"),
     ("properties/test_window.py::test_window_falls_when_recovery_begins",
