@@ -176,13 +176,50 @@ def test_bursts_stay_within_the_initial_window(longlook, target, schedule):
 #: few hundred µs to answer, and a pacer's send that falls this close after an arrival
 #: by chance counts as clocked. Both err toward pacing, never toward a false failure.
 ACK_CLOCK_US = {"virtual": 1.0, "real": 300.0}
-#: The least share of its datagrams a pacing sender sends on its own timer in the round
-#: trip after an ACK that opened more than the initial window at once. A pacer releases
-#: most of such an opening over that round trip (RFC 9002 §7.7's example rate is
-#: 1.25 × cwnd / smoothed_rtt); a sender that only answers ACKs sends none so.
+#: The least share a pacing sender sends on its own timer of the datagrams it sends in
+#: the round trip after an ACK that opened more than the initial window at once, as a
+#: share of what a timer that ignored arrivals would place outside the ACK_CLOCK_US
+#: after each (in virtual time all of them; in real time, where arrivals come every few
+#: hundred µs, fewer). A pacer releases most of such an opening over that round trip
+#: (RFC 9002 §7.7's example rate is 1.25 × cwnd / smoothed_rtt); a sender that only
+#: answers arrivals sends none so.
 MIN_TIMED_SHARE = 0.10
-#: Datagrams sent in the round trip after an opening, at least, for it to be judged.
-MIN_SENDS = 8
+#: Datagrams sent in the round trip after an opening, at least, for it to be judged
+#: (and half the window): three times a pacer's usual burst allowance (quinn's holds
+#: 2 ms of its rate and at least 10 datagrams), which may all leave at once.
+MIN_SENDS = 30
+#: The least share of a round trip outside ACK_CLOCK_US after every arrival for it to
+#: be judged: below it, arrivals come so densely that a timer's sends and an ACK
+#: clock's cannot be told apart.
+MIN_FREE = 0.3
+
+
+def round_trips_after(openings: list[float], srtt_at) -> list[tuple[float, float]]:
+    """The round trips after each opening, (start, end] µs, overlapping ones merged."""
+    out: list[tuple[float, float]] = []
+    for t in sorted(openings):
+        srtt = srtt_at(t)
+        if srtt is None:
+            continue
+        if out and t <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], t + srtt))
+        else:
+            out.append((t, t + srtt))
+    return out
+
+
+def free_share(arrivals: list[float], start: float, end: float, clock_us: float) -> float:
+    """The share of (start, end] not within `clock_us` after an arrival: where a timer
+    that ignored arrivals would place its sends outside an ACK clock's reach."""
+    covered, reach = 0.0, start
+    for a in arrivals[max(bisect.bisect_left(arrivals, start - clock_us), 0):]:
+        if a >= end:
+            break
+        lo, hi = max(a, reach, start), min(a + clock_us, end)
+        if hi > lo:
+            covered += hi - lo
+            reach = hi
+    return 1.0 - covered / (end - start)
 
 
 def timed_sends(sends: list[tuple[float, int]], arrivals: list[float], start: float, end: float,
@@ -205,11 +242,13 @@ def timed_sends(sends: list[tuple[float, int]], arrivals: list[float], start: fl
 def test_sender_paces_what_an_ack_opens(longlook, target, schedule):
     """RFC 9002 §7.7: "A sender SHOULD pace sending of all in-flight packets based on
     input from the congestion controller." Where one acknowledgement opens more than
-    the initial window at once, a pacer spreads what it opened over the next round
-    trip on its own timer; a sender that does not pace sends only when a datagram
-    arrives. At least MIN_TIMED_SHARE of the datagrams sent in the round trip after
-    such openings must leave at an instant no arrival explains. Trigger: an opening,
-    followed by MIN_SENDS datagrams within a smoothed RTT."""
+    the initial window and the whole congestion window at once, a pacer spreads what it
+    opened over the next round trip on its own timer; a sender that does not pace sends only when a datagram
+    arrives. Of the datagrams sent in the round trips after such openings, at least
+    MIN_TIMED_SHARE of those a timer ignoring arrivals would send outside an ACK
+    clock's reach must leave at an instant no arrival explains. Trigger: an opening,
+    followed by half a window (and MIN_SENDS datagrams) sent within a smoothed RTT in
+    which arrivals leave MIN_FREE of the time outside an ACK clock's reach."""
     outcomes.require(target, "smoothed_rtt")
     with longlook.run(target, schedule, PLAN) as obs:
         obs.completed()
@@ -223,19 +262,31 @@ def test_sender_paces_what_an_ack_opens(longlook, target, schedule):
         arrivals = sorted(d.t_us for d in view.datagrams if not d.entered and d.direction == "c2s")
         srtts = [(m.t_us, m.smoothed_rtt_us) for m in trace.of(Metrics) if m.smoothed_rtt_us]
         clock_us = ACK_CLOCK_US["virtual" if obs.example.mode == "virtual" else "real"]
-        total = timed = judged = 0
-        for t, _ in _openings(view, limit, mds):
-            srtt = next((v for at, v in reversed(srtts) if at <= t), None)
-            if srtt is None:
-                continue
-            n, k = timed_sends(sends, arrivals, t, t + srtt, clock_us)
-            if n >= MIN_SENDS:
-                total, timed, judged = total + n, timed + k, judged + 1
-        if not judged:
-            outcomes.not_exercised(f"no acknowledgement opened more than {limit} B at once with {MIN_SENDS} "
-                                   "datagrams sent in the round trip after it")
-        check(timed >= MIN_TIMED_SHARE * total, "not-paced", lambda: (
-            f"{target.id}: in the round trip after each of {judged} acknowledgements that opened more than the "
-            f"initial window at once, {timed} of the {total} datagrams the sender sent left on a timer of its own "
-            f"(no datagram arrived within {clock_us:.0f} µs before): the rest answered arrivals, so it does not "
-            f"pace (RFC 9002 §7.7 SHOULD)"), timed_share=timed / total, openings=judged)
+        total = timed = 0
+        expected = 0.0
+        # Openings of a whole window: a pacer may let a burst allowance (a quantum) go
+        # at once, and where its rate outruns the ACK clock (BBR's startup gain, an
+        # opening of half a window) it has tokens for every ACK's opening and sends at
+        # once; what it cannot do without pacing is spread a whole window.
+        big = [t for t, k in _openings(view, limit, mds)
+               if k * mds >= windows[max(bisect.bisect_right(times, t) - 1, 0)]]
+        spans = round_trips_after(big, lambda t: next((v for at, v in reversed(srtts) if at <= t), None))
+        for start, end in spans:
+            n, k = timed_sends(sends, arrivals, start, end, clock_us)
+            free = free_share(arrivals, start, end, clock_us)
+            # Half a window sent at least: fewer may all fit a pacer's burst allowance
+            # (quinn's holds 2 ms of its rate, at least 10 datagrams) and leave at once.
+            window = windows[max(bisect.bisect_right(times, start) - 1, 0)]
+            if n >= MIN_SENDS and n * mds >= window / 2 and free >= MIN_FREE:
+                total, timed, expected = total + n, timed + k, expected + n * free
+        if not total:
+            outcomes.not_exercised(f"no acknowledgement opened more than {limit} B and the whole window at once, with "
+                                   f"{MIN_SENDS} "
+                                   f"datagrams sent in the round trip after it, and arrivals sparse enough to tell "
+                                   f"a timer from an ACK clock")
+        check(timed >= MIN_TIMED_SHARE * expected, "not-paced", lambda: (
+            f"{target.id}: in the round trips after acknowledgements that opened more than the initial window at "
+            f"once, {timed} of the {total} datagrams the sender sent left on a timer of its own (no datagram arrived "
+            f"within {clock_us:.0f} µs before), where a timer ignoring arrivals would have sent {expected:.0f} so: "
+            f"the rest answered arrivals, so it does not pace (RFC 9002 §7.7 SHOULD)"),
+              timed_share=timed / total, of_expected=timed / expected)

@@ -58,3 +58,17 @@ def test_sends_that_answer_arrivals_are_not_timed():
     late = [(a + 200.0, MDS) for a in arrivals]
     assert timed_sends(late, arrivals, 0.0, 5_000.0, ACK_CLOCK_US["real"]) == (4, 0)
     assert timed_sends(late, arrivals, 0.0, 5_000.0, ACK_CLOCK_US["virtual"]) == (4, 4)
+
+
+def test_round_trips_after_openings_merge_and_arrivals_cover_their_reach():
+    from properties.test_pacing import free_share, round_trips_after
+
+    spans = round_trips_after([1000.0, 30_000.0, 100_000.0], lambda t: 40_000.0 if t > 500 else None)
+    assert spans == [(1000.0, 70_000.0), (100_000.0, 140_000.0)]
+    assert round_trips_after([100.0], lambda t: None) == []
+    # Arrivals every 1000 µs, each reaching 300 µs: 30 % of the span is covered, and
+    # overlapping reaches count once.
+    arrivals = [float(a) for a in range(0, 20_000, 1000)]
+    assert abs(free_share(arrivals, 0.0, 10_000.0, 300.0) - 0.7) < 1e-9
+    assert abs(free_share(sorted(arrivals + [100.0]), 0.0, 10_000.0, 300.0) - 0.69) < 1e-9
+    assert free_share([], 0.0, 10_000.0, 300.0) == 1.0
