@@ -9,8 +9,8 @@ datagram ECT ignores the marks: the path must reach its states on every stack), 
 a capped state unless the transition involves one (coverage.CAP_ONLY_STATES: only a
 sender that takes a window cap reaches them), nor an application's pause unless the
 transition involves one (coverage.PLAN_ONLY_*: the plan's think time brings those
-about, not the link), nor a slow-start exit without a loss (SENDER_CHOICE_ACTIONS)
-unless no other path exists. harness/schedule/directed.py turns a path into an
+about, not the link), nor a slow-start exit without a loss or persistent congestion
+(SENDER_CHOICE_ACTIONS) unless no other path exists. harness/schedule/directed.py turns a path into an
 impairment schedule.
 
 TLC takes a few seconds per transition, so the paths are kept in spec/traps.json with
