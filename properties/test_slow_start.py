@@ -27,10 +27,11 @@ from hypothesis import strategies as st
 
 from harness import rfc
 from harness.observe import dialects
-from harness.observe.events import Metrics, PacketAcked, PacketSent
+from harness.observe.events import CongestionState, Metrics, PacketAcked, PacketSent
 from harness.run import Inconclusive
 from harness.schedule import TransferPlan, strategies
-from harness.verdict import analysis, outcomes
+from harness.schedule.strategies import BaseLink
+from harness.verdict import analysis, growth, outcomes
 from harness.verdict.bounds import BETA
 from harness.verdict.deviation import check
 
@@ -182,34 +183,111 @@ def test_a_connection_begins_in_slow_start(longlook, target, schedule):
         obs.completed()
         trace = obs.sender
         mss = analysis.max_datagram(trace)
-        # The start: the first time the flight reaches the window (the window carried
-        # from the last record that logged it). Before that the sender is not
-        # cwnd-limited, and RFC 9002 §7.8 lets it not grow.
-        cwnd, start, before = None, None, None
-        for m in trace.of(Metrics):
-            cwnd = m.congestion_window if m.congestion_window is not None else cwnd
-            if cwnd is not None and m.bytes_in_flight is not None and m.bytes_in_flight >= cwnd - 2 * mss:
-                start, before = m.t_us, cwnd
-                break
-        if start is None:
-            outcomes.not_exercised("the sender's flight never reached its logged window")
-        end = start + GROWTH_RTTS * 2 * schedule.phases[0].s2c.delay_us
-        ends = [l.t_us for l in analysis.losses(trace) if l.t_us > start]
-        ends += [st_.t_us for st_ in analysis.states(trace, BETA[target.cc.family])
-                 if st_.t_us > start and st_.state in EXITS]
-        end = min([end, *ends])
-        inside = [m.congestion_window for m in trace.of(Metrics)
-                  if start <= m.t_us <= end and m.congestion_window is not None]
-        try:
-            acked = analysis.bytes_newly_acknowledged(obs.wire, start, end)
-        except Inconclusive as e:
-            outcomes.not_exercised(f"the capture could not be read for the bytes acknowledged: {e}")
-        if acked < 4 * mss:
-            outcomes.not_exercised(f"under 4 datagrams acknowledged in the {(end - start) / 1e3:.0f} ms after the "
-                                   "flight first reached the window")
-        grown = max(inside, default=before) - before
+        ends = [l.t_us for l in analysis.losses(trace)]
+        ends += [st_.t_us for st_ in analysis.states(trace, BETA[target.cc.family]) if st_.state in EXITS]
+        stretch = growth.initial_slow_start(obs, trace, GROWTH_RTTS * 2 * schedule.phases[0].s2c.delay_us, ends, mss)
+        if isinstance(stretch, str):
+            outcomes.not_exercised(stretch)
+        grown, acked = stretch.grown, stretch.acked
         check(grown >= MIN_GROWTH_PER_BYTE * acked - mss, "no-slow-start", lambda: (
-            f"{target.id}: from t={start / 1e6:.4f} s to {end / 1e6:.4f} s the window grew by {grown} B "
-            f"(from {before} B) while {acked} B of data were newly acknowledged, the flight having reached the window: "
-            f"slow start grows it by about the bytes acknowledged, at least a quarter of them (RFC 9406)"
-        ), growth_per_byte=grown / acked)
+            f"{target.id}: from t={stretch.start_us / 1e6:.4f} s to {stretch.end_us / 1e6:.4f} s the window grew by "
+            f"{grown} B (from {stretch.before} B) while {acked} B of data were newly acknowledged, the flight having "
+            f"reached the window: slow start grows it by about the bytes acknowledged, at least a quarter of them "
+            f"(RFC 9406)"
+        ), growth_per_byte=stretch.per_byte)
+
+
+#: The least growth per byte acknowledged that is RFC 9002's slow start, where the
+#: rule is "increases by the number of bytes acknowledged": the rest is the suite's
+#: allowance for what the two sides count differently (the capture counts a packet's
+#: bytes as sent, a stack may count its payload; a window logged an ACK late at the
+#: stretch's end). Measured: see BENCHMARKS.md ("Slow start by the bytes acknowledged").
+EXACT_GROWTH_PER_BYTE = 0.85
+#: Round trips of slow start judged, from the flight first reaching the window: until
+#: a loss, an exit or a standing queue ends them sooner.
+EXACT_RTTS = 8
+#: The fewest ACKs with the flight at the window that are judged: each ACK's growth is
+#: read from the log beside the ACK's time on the wire, and a log line landing beside
+#: the wrong ACK (kwik logs 0.5-2.3 ms after the capture in real time) moves one
+#: ACK's growth; over ten or more that stays within the allowance.
+MIN_ACKS = 10
+#: An ACK that newly acknowledges this many datagrams or more is a big one: twice
+#: what a receiver acknowledging every second datagram sends.
+BIG_ACK_DATAGRAMS = 4
+#: RFC 9406's conservative slow start is where a HyStart++ sender grows by a quarter:
+#: the stretch ends once the bottleneck holds a queue HyStart++ may react to.
+CSS = "conservative_slow_start"
+
+
+def standing_queue_from(records, phase, rtt_us: float) -> float | None:
+    """The first arrival at the bottleneck by which every datagram of the round trip
+    before met at least MIN_RTT_INCREASE_US of queue: where a round's minimum RTT,
+    which HyStart++ compares, has risen by that much. A burst's own queue (ten
+    datagrams at 20 Mbit/s queue the last for 4.5 ms) does not raise the minimum."""
+    delays = [(r.arr_us, r.delay_us - phase.delay_us - r.size * 8e6 / phase.rate_bps)
+              for r in records if r.delay_us is not None]
+    low = 0  # the first datagram of the round trip before the one at i
+    for i, (t, _) in enumerate(delays):
+        while delays[low][0] < t - rtt_us:
+            low += 1
+        if delays[0][0] <= t - rtt_us and min(q for _, q in delays[low:i + 1]) >= MIN_RTT_INCREASE_US:
+            return t
+    return None
+
+
+@example(schedule=strategies.CLEAN_DEEP_LINK)
+@example(schedule=strategies.ack_gap(BaseLink(rate_bps=50_000_000), 0, 60, 10))
+@given(schedule=strategies.early_ack_gaps())
+def test_slow_start_grows_by_the_bytes_acknowledged(longlook, target, schedule):
+    """RFC 9002 §7.3.1 (its example algorithm): "While a sender is in slow start, the
+    congestion window increases by the number of bytes acknowledged when each
+    acknowledgment is processed"; RFC 9406 §4.3: "A paced TCP implementation SHOULD
+    use L = infinity" (no cap on the growth per ACK). Over the first GROWTH_RTTS round
+    trips after the flight first reaches the window, ended early by a declared loss,
+    an exit from slow start, a logged conservative slow start, or the first datagram
+    that met MIN_RTT_INCREASE_US of queue at the bottleneck (where HyStart++ may slow
+    the growth to a quarter), the window grows by at least EXACT_GROWTH_PER_BYTE of
+    the bytes newly acknowledged on the wire, less a datagram, counting only the ACKs
+    that reached it while its flight filled its window (growth.cwnd_limited_growth:
+    §7.8 lets a sender below its window not grow). A sender that counts half of them,
+    or caps what one ACK may add (the drawn ACK gaps make ACKs of many datagrams),
+    falls below. Trigger: MIN_ACKS such ACKs in that stretch."""
+    if target.cc.family not in BETA:
+        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}) has no slow start rule here")
+    outcomes.require(target, "congestion_window")
+    with longlook.run(target, schedule, PLAN) as obs:
+        obs.completed()
+        trace = obs.sender
+        mss = analysis.max_datagram(trace)
+        phase = schedule.phases[0].s2c
+        ends = [l.t_us for l in analysis.losses(trace)]
+        ends += [st_.t_us for st_ in analysis.states(trace, BETA[target.cc.family]) if st_.state in EXITS]
+        ends += [s.t_us for s in trace.of(CongestionState) if s.raw == CSS]
+        standing = standing_queue_from(obs.transfer_records(), phase, 2 * phase.delay_us)
+        ends += [standing] if standing is not None else []
+        stretch = growth.initial_slow_start(obs, trace, EXACT_RTTS * 2 * phase.delay_us, ends, mss)
+        if isinstance(stretch, str):
+            outcomes.not_exercised(stretch)
+        limited = growth.cwnd_limited_growth(obs, trace, stretch.start_us, stretch.end_us, mss)
+        if limited.acks < MIN_ACKS:
+            outcomes.not_exercised(f"{limited.acks} ACKs (under {MIN_ACKS}) reached the sender while its flight filled "
+                                   f"its window, from t={stretch.start_us / 1e6:.4f} s to {stretch.end_us / 1e6:.4f} s "
+                                   f"of slow start")
+        check(limited.grown >= EXACT_GROWTH_PER_BYTE * limited.acked - mss, "slow-start-below-bytes-acked", lambda: (
+            f"{target.id}: from t={stretch.start_us / 1e6:.4f} s to {stretch.end_us / 1e6:.4f} s of slow start "
+            f"(no loss, no exit, no queue for HyStart++), the {limited.acks} ACKs that reached it while its flight "
+            f"filled its window grew the window by {limited.grown} B while they newly acknowledged {limited.acked} B "
+            f"of data: {limited.per_byte:.2f} B per byte, where RFC 9002 §7.3.1's slow start adds every byte "
+            f"acknowledged"
+        ), growth_per_byte=limited.per_byte, acks=limited.acks)
+        # One ACK of many datagrams (after an ACK gap) is a small share of the sum: a
+        # cap on what one ACK adds shows in those ACKs alone.
+        big = limited.of(BIG_ACK_DATAGRAMS * mss)
+        check(big.grown >= EXACT_GROWTH_PER_BYTE * big.acked - mss, "slow-start-growth-capped-per-ack", lambda: (
+            f"{target.id}: in slow start, the {big.acks} ACKs that each newly acknowledged {BIG_ACK_DATAGRAMS} "
+            f"datagrams or more, with the flight at the window, acknowledged {big.acked} B and grew the window by "
+            f"{big.grown} B ({big.per_byte:.2f} B per byte; the first at t={big.per_ack[0][0] / 1e6:.4f} s: "
+            f"{big.per_ack[0][1]} B acknowledged, {big.per_ack[0][2]} B of growth): what one ACK adds is capped, "
+            f"where RFC 9002 §7.3.1's slow start adds every byte acknowledged and RFC 9406 §4.3 has a paced sender "
+            f"use L = infinity"
+        ), growth_per_byte=big.per_byte, big_acks=big.acks)

@@ -3,7 +3,7 @@ controller (tests/mutants/), fails with its own deviation kind, while stock NewR
 passes it. They are those of properties/test_sending.py, test_pacing.py,
 test_recovery_rules.py (with the loss timer), test_bytes_in_flight.py (its probe rule),
 test_window.py (the cut when recovery begins, growth again after recovery),
-test_slow_start.py (slow start at all), test_app_limited.py (growth while the pacer
+test_slow_start.py (slow start at all, and by every byte acknowledged), test_app_limited.py (growth while the pacer
 holds the flight below the window), test_handshake.py (the amplification limit, the
 probe timeout's floor), test_persistent_congestion.py (losses before the first RTT
 sample; min_rtt's reset, which stock aioquic lacks and a planted fix passes),
@@ -45,6 +45,10 @@ CASES = [
      "tests.mutants.cut_at_recovery_end:CutAtRecoveryEnd", "reduction-not-immediate"),
     ("properties/test_slow_start.py::test_a_connection_begins_in_slow_start",
      "tests.mutants.no_slow_start:NoSlowStart", "no-slow-start"),
+    ("properties/test_slow_start.py::test_slow_start_grows_by_the_bytes_acknowledged",
+     "tests.mutants.half_slow_start:HalfSlowStart", "slow-start-below-bytes-acked"),
+    ("properties/test_slow_start.py::test_slow_start_grows_by_the_bytes_acknowledged",
+     "tests.mutants.slow_start_capped_per_ack:SlowStartCappedPerAck", "slow-start-below-bytes-acked"),
     ("properties/test_app_limited.py::test_a_sender_with_data_grows_its_window_below_the_window",
      "tests.mutants.paced_as_app_limited:PacedAsAppLimited", "no-growth-below-window"),
     ("properties/test_recovery_rules.py::test_no_collapse_before_persistent_congestion",

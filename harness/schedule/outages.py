@@ -110,6 +110,18 @@ def ack_gaps() -> st.SearchStrategy[Schedule]:
     )
 
 
+@replayable
+def early_ack_gaps() -> st.SearchStrategy[Schedule]:
+    """ack_gap in the first round trips of slow start: the ACK direction dark from 60
+    to 160 ms for a quarter of an RTT to one RTT, so that the first ACK after it
+    acknowledges many datagrams at once (what one ACK may add in slow start, RFC
+    9406's L). Shrinks toward the earliest, shortest gap."""
+    return st.builds(
+        lambda b, seed, at_ms, rtts: ack_gap(b, seed, at_ms, max(1, int(rtts * b.rtt_us / 1000))),
+        base_links, seeds, st.integers(min_value=60, max_value=160), st.sampled_from([0.25, 0.5, 1.0]),
+    )
+
+
 def rate_halved(base: BaseLink, seed: int, at_ms: int) -> Schedule:
     """A clean link with a one-BDP queue whose data direction's rate halves at `at_ms`
     (a second flow arriving, from this flow's side): the next overflow comes at a

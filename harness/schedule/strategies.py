@@ -312,6 +312,7 @@ from harness.schedule.outages import (  # noqa: E402,F401
     blackholes_then_longer,
     dark,
     dark_then_longer,
+    early_ack_gaps,
     long_blackholes,
     rate_halved,
     rate_halvings,

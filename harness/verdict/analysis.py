@@ -208,7 +208,8 @@ def bytes_newly_acknowledged(view, t_from_us: float, t_to_us: float, slack_us: f
     if conn is None:
         return 0
     trace = wire_trace(view, conn)
-    sizes = {(p.space, p.pn): p.size or 0 for p in trace.of(PacketSent)}
+    # ACK-only packets are not in flight: acknowledging them opens nothing.
+    sizes = {(p.space, p.pn): p.size or 0 for p in trace.of(PacketSent) if p.ack_eliciting}
     return sum(sizes.get((a.space, a.pn), 0) for a in trace.of(PacketAcked)
                if a.space == "application" and t_from_us - slack_us < a.t_us <= t_to_us + slack_us)
 

@@ -6,7 +6,9 @@ properties."""
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from harness.observe.reductions import undone
 from harness.run import Inconclusive
@@ -86,3 +88,158 @@ def worst_over(series: list[tuple[float, int]], t_from_us: float, t_to_us: float
     judged = [(t, c) for t, c in series if t_from_us < t <= t_to_us]
     worst = max(judged, key=lambda tc: tc[1] / bound(tc[0]), default=None)
     return worst if worst is not None and worst[1] > bound(worst[0]) else None
+
+
+@dataclass(frozen=True)
+class SlowStartStretch:
+    """The first stretch of a connection's slow start the sender spent with its
+    flight at its window: from `start_us` to `end_us`, the window `before` at the
+    start grew by `grown` while the wire newly acknowledged `acked` bytes of its
+    ack-eliciting application packets."""
+
+    start_us: float
+    end_us: float
+    before: int
+    grown: int
+    acked: int
+
+    @property
+    def per_byte(self) -> float:
+        return self.grown / self.acked if self.acked else 0.0
+
+
+def initial_slow_start(obs, trace, span_us: float, ends: list[float], mss: int) -> SlowStartStretch | str:
+    """The stretch of initial slow start that growth rules judge: from the first time
+    the flight reaches the logged window (before that the sender is not cwnd-limited,
+    and RFC 9002 §7.8 lets it not grow) for `span_us`, cut at the first of `ends`
+    after the start (a declared loss, an exit the log names, whatever else the rule
+    excludes). A string says why there is none (not exercised)."""
+    from harness.observe.events import Metrics
+
+    cwnd, start, before = None, None, None
+    for m in trace.of(Metrics):
+        cwnd = m.congestion_window if m.congestion_window is not None else cwnd
+        if cwnd is not None and m.bytes_in_flight is not None and m.bytes_in_flight >= cwnd - 2 * mss:
+            start, before = m.t_us, cwnd
+            break
+    if start is None:
+        return "the sender's flight never reached its logged window"
+    end = min([start + span_us, *(t for t in ends if t > start)])
+    inside = [m.congestion_window for m in trace.of(Metrics) if start <= m.t_us <= end and m.congestion_window is not None]
+    try:
+        acked = analysis.bytes_newly_acknowledged(obs.wire, start, end)
+    except Inconclusive as e:
+        return f"the capture could not be read for the bytes acknowledged: {e}"
+    if acked < 4 * mss:
+        return (f"under 4 datagrams acknowledged in the {(end - start) / 1e3:.0f} ms after the flight first reached "
+                "the window")
+    return SlowStartStretch(start, end, before, max(inside, default=before) - before, acked)
+
+
+#: How far from an ACK's time on the wire the stack's log of processing it is looked
+#: for, µs: the capture and the log read one clock, but a log may round its times
+#: (ngtcp2 to the millisecond) or write them late (kwik, 0.5-2.3 ms in real time).
+LOG_BEFORE_US = 1_000
+LOG_AFTER_US = 5_000
+#: How far the log's flight after an ACK may differ from the wire's and still be that
+#: ACK's line, bytes: the two count the same packets' sizes.
+FLIGHT_MATCH_B = 64
+
+
+@dataclass(frozen=True)
+class LimitedGrowth:
+    """The ACKs that reached a sender while its flight filled its window, each as
+    (wire time, bytes it newly acknowledged, the window's growth with it)."""
+
+    per_ack: tuple[tuple[float, int, int], ...]
+
+    def of(self, least_acked: int = 0) -> "LimitedGrowth":
+        """Those of the ACKs that newly acknowledged at least `least_acked` bytes."""
+        return LimitedGrowth(tuple(a for a in self.per_ack if a[1] >= least_acked))
+
+    @property
+    def acks(self) -> int:
+        return len(self.per_ack)
+
+    @property
+    def acked(self) -> int:
+        return sum(a for _, a, _ in self.per_ack)
+
+    @property
+    def grown(self) -> int:
+        return sum(g for _, _, g in self.per_ack)
+
+    @property
+    def per_byte(self) -> float:
+        return self.grown / self.acked if self.acked else 0.0
+
+
+def cwnd_limited_growth(obs, trace, t_from_us: float, t_to_us: float, mss: int) -> LimitedGrowth:
+    """The window's growth with each ACK between the two times that reached the
+    sender while it was cwnd-limited: the wire's flight just before the ACK within a
+    datagram of the window the sender held. RFC 9002 §7.8 has a sender whose window is
+    not full not grow it, and stacks read "full" strictly (kwik grows only then), so
+    only those ACKs are counted; a paced sender below its window (which should grow)
+    is counted less, never wrongly.
+
+    The ACKs, the packets they newly acknowledge, their sizes (ack-eliciting
+    application packets) and the flight are the wire's (join.wire_trace); the window
+    is the log's. Times alone cannot pair an ACK with the log line of its processing
+    where ACKs come a millisecond apart and a log rounds or lags by as much, so the
+    line is the first near the ACK's time whose flight is the wire's flight after that
+    ACK: the ACK's growth is that line's window less the previous ACK's line's. An
+    ACK with no such line (a stack that logs no flight) is not counted."""
+    from harness.observe.events import Metrics, PacketAcked, PacketSent
+    from harness.observe.join import wire_trace
+
+    conn = analysis.busiest_connection(obs.wire)
+    if conn is None:
+        return LimitedGrowth(())
+    wire = wire_trace(obs.wire, conn)
+    sizes = {(p.space, p.pn): p.size or 0 for p in wire.of(PacketSent) if p.ack_eliciting}
+    flights = [(m.t_us, m.bytes_in_flight) for m in wire.of(Metrics) if m.bytes_in_flight is not None]
+    flight_times = [t for t, _ in flights]
+    logs: list[tuple[float, int, int]] = []
+    window = None
+    for m in trace.of(Metrics):
+        window = m.congestion_window if m.congestion_window is not None else window
+        if window is not None and m.bytes_in_flight is not None:
+            logs.append((m.t_us, window, m.bytes_in_flight))
+    log_times = [t for t, *_ in logs]
+
+    def wire_flight(t: float, after: bool) -> int | None:
+        i = (bisect.bisect_right if after else bisect.bisect_left)(flight_times, t) - 1
+        return flights[i][1] if i >= 0 else None
+
+    def window_at(t: float) -> int | None:
+        i = bisect.bisect_right(log_times, t) - 1
+        return logs[i][1] if i >= 0 else None
+
+    # A packet sent with the window full: stacks judge §7.8 per packet (was the
+    # window full when it left?) or per round as well as at the ACK (ngtcp2, kwik).
+    sent_full = {(p.space, p.pn): (w := window_at(p.t_us + LOG_BEFORE_US)) is not None
+                 and (f := wire_flight(p.t_us, after=True)) is not None and f >= w - mss
+                 for p in wire.of(PacketSent) if p.ack_eliciting}
+    per_ack: dict[float, int] = {}
+    every_full: dict[float, bool] = {}
+    for a in wire.of(PacketAcked):
+        if a.space == "application" and (a.space, a.pn) in sizes:
+            per_ack[a.t_us] = per_ack.get(a.t_us, 0) + sizes[(a.space, a.pn)]
+            every_full[a.t_us] = every_full.get(a.t_us, True) and sent_full[(a.space, a.pn)]
+
+    out = []
+    last = -1  # index of the log line matched to the previous ACK
+    for t in sorted(x for x in per_ack if t_from_us <= x < t_to_us):  # the ACK at t_to_us ends it
+        flight_after = wire_flight(t, after=True)
+        lo = max(bisect.bisect_left(log_times, t - LOG_BEFORE_US), last + 1)
+        hi = bisect.bisect_right(log_times, t + LOG_AFTER_US)
+        j = next((k for k in range(lo, hi) if flight_after is not None
+                  and abs(logs[k][2] - flight_after) <= FLIGHT_MATCH_B), None)
+        if j is None:
+            continue
+        held = logs[last][1] if last >= 0 else logs[max(lo - 1, 0)][1]
+        flight_before = wire_flight(t, after=False)
+        if flight_before is not None and flight_before >= held - mss and every_full[t]:
+            out.append((t, per_ack[t], logs[j][1] - held))
+        last = j
+    return LimitedGrowth(tuple(out))
