@@ -251,11 +251,14 @@ def test_slow_start_grows_by_the_bytes_acknowledged(longlook, target, schedule):
     that reached it while its flight filled its window (growth.cwnd_limited_growth:
     §7.8 lets a sender below its window not grow). A sender that counts half of them,
     or caps what one ACK may add (the drawn ACK gaps make ACKs of many datagrams),
-    falls below. Trigger: MIN_ACKS such ACKs in that stretch."""
+    falls below. Trigger: MIN_ACKS such ACKs in that stretch, every packet they
+    acknowledge sent with the window full (a paced sender's seldom are: a rare
+    trigger, so draws that miss it count toward the examples)."""
     if target.cc.family not in BETA:
         outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}) has no slow start rule here")
     outcomes.require(target, "congestion_window")
-    with longlook.run(target, schedule, PLAN) as obs:
+    # A paced sender seldom sends with its window full: most draws judge no ACK.
+    with outcomes.rare_trigger(), longlook.run(target, schedule, PLAN) as obs:
         obs.completed()
         trace = obs.sender
         mss = analysis.max_datagram(trace)
