@@ -200,16 +200,15 @@ def test_a_connection_begins_in_slow_start(longlook, target, schedule):
 #: The least growth per byte acknowledged that is RFC 9002's slow start, where the
 #: rule is "increases by the number of bytes acknowledged": the rest is the suite's
 #: allowance for what the two sides count differently (the capture counts a packet's
-#: bytes as sent, a stack may count its payload; a window logged an ACK late at the
-#: stretch's end). Measured: see BENCHMARKS.md ("Slow start by the bytes acknowledged").
+#: bytes as sent, a stack may count its payload). Measured: see BENCHMARKS.md ("Slow
+#: start by the bytes acknowledged").
 EXACT_GROWTH_PER_BYTE = 0.85
 #: Round trips of slow start judged, from the flight first reaching the window: until
 #: a loss, an exit or a standing queue ends them sooner.
 EXACT_RTTS = 8
-#: The fewest ACKs with the flight at the window that are judged: each ACK's growth is
-#: read from the log beside the ACK's time on the wire, and a log line landing beside
-#: the wrong ACK (kwik logs 0.5-2.3 ms after the capture in real time) moves one
-#: ACK's growth; over ten or more that stays within the allowance.
+#: The fewest ACKs with the flight at the window that are judged: fewer make a sum
+#: that one ACK paired with the wrong log line (two lines showing the same flight)
+#: could move past the allowance.
 MIN_ACKS = 10
 #: An ACK that newly acknowledges this many datagrams or more is a big one: twice
 #: what a receiver acknowledging every second datagram sends.
