@@ -176,6 +176,11 @@ def deviations(verdict, case: str) -> list:
     kinds: dict[str, list] = {}
     for m in verdict.mismatches:
         kinds.setdefault(m.kind, []).append(m)
-    return [deviation(kind, f"{case}: {kind} at line(s) {', '.join(str(m.line) for m in ms)}; {verdict.describe()}",
+    return [deviation(kind, f"{case}: {kind} at line(s) {_lines(verdict.lines(kind))}; {verdict.describe()}",
                       **ms[0].measured)
             for kind, ms in kinds.items()]
+
+
+def _lines(lines: list[int], shown: int = 12) -> str:
+    more = f" and {len(lines) - shown} more" if len(lines) > shown else ""
+    return ", ".join(map(str, lines[:shown])) + more

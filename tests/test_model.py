@@ -120,6 +120,41 @@ def test_aioquic_cubic_growth_in_recovery_is_rejected(finder):
     assert verdict.mismatch.event["congestion_window"] > verdict.mismatch.variables["congestion_window"]
 
 
+#: tests/traces/aioquic-cubic-loss.ndjson: a window logged in congestion avoidance long
+#: after F5's recovery periods (17776 → 18035 B).
+LATE_GROWTH_LINE = 1287
+
+
+def test_a_repeated_deviation_is_counted_and_the_trace_judged_to_its_end(finder, monkeypatch):
+    """F5 grows the window at every ACK of a recovery period: one deviation, its later
+    records counted as repeats in the same TLC run, and the trace judged to its end
+    (it had stopped after four repeats, leaving the rest unjudged)."""
+    counts = _largest_tlc_run(monkeypatch)
+    verdict = validate.validate(_trace("aioquic-cubic-loss.ndjson"), "cubic")
+    assert [m.kind for m in verdict.mismatches] == ["window-growth-in-recovery"], verdict.describe()
+    assert len(verdict.repeats) >= 40 and {k for _, k in verdict.repeats} == {"window-growth-in-recovery"}
+    assert verdict.lines("window-growth-in-recovery")[0] == verdict.mismatch.line
+    assert not verdict.cut_short
+    assert "repeated at" in verdict.describe()
+    # One run to the deviation, one to diagnose it, one from after it to the end.
+    assert len(counts) == 3, counts
+
+
+def test_a_new_kind_after_repeated_ones_is_still_reported(finder, tmp_path):
+    """Taking repeats of a reported kind must not take anything else: a window that
+    jumps later in congestion avoidance is a deviation of its own kind, at its line."""
+    lines = (TRACES / "aioquic-cubic-loss.ndjson").read_text().splitlines()
+    event = json.loads(lines[LATE_GROWTH_LINE - 1])
+    assert event["congestion_window"] == 18035
+    event["congestion_window"] = 40000
+    lines[LATE_GROWTH_LINE - 1] = json.dumps(event)
+    (tmp_path / "t.ndjson").write_text("\n".join(lines) + "\n")
+    verdict = validate.validate(validate.read_ndjson(tmp_path / "t.ndjson", "aioquic"), "cubic")
+    found = {m.kind: m.line for m in verdict.mismatches}
+    assert found.get("window-growth-too-fast") == LATE_GROWTH_LINE, verdict.describe()
+    assert found.get("window-growth-in-recovery") == 220
+
+
 def test_trace_without_what_the_spec_needs_is_unvalidatable():
     sent = [PacketSent(1.0, 0, size=1200), Metrics(2.0, congestion_window=12000)]
     with pytest.raises(tracefile.Unvalidatable, match="no packet_acked"):

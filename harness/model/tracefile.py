@@ -14,6 +14,7 @@ spec's header.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -61,10 +62,13 @@ class TraceLog:
     #: model's MaxWindow: at it, CcState is CongestionAvoidanceMaxed. INFINITY: none.
     max_window: int = INFINITY
 
-    def module(self, stuck_at: int = 0, start: int = 1, resume: dict | None = None) -> str:
+    def module(self, stuck_at: int = 0, start: int = 1, resume: dict | None = None,
+               tolerate: frozenset[str] = frozenset()) -> str:
         """The TLA+ source; `stuck_at` (a cursor value, 1-based) asks the spec to
         print its diagnosis there (0: never); `start` > 1 resumes validation at that
-        record from the model state `resume` (variable name → Python value)."""
+        record from the model state `resume` (variable name → Python value);
+        `tolerate`: deviation kinds already reported, which the spec takes and prints
+        instead of stopping (spec/TraceCongestionControl.tla, ToleratedWindow)."""
         from harness.model.tlavalue import render
 
         body = ",\n".join(r.tla() for r in self.records)
@@ -82,6 +86,7 @@ class TraceLog:
             f"TraceStuckAt == {stuck_at}\n"
             f"TraceStart == {start}\n"
             f"TraceResume == {render(resume) if resume else '[none |-> TRUE]'}\n"
+            f"TraceTolerate == {{{', '.join(json.dumps(k) for k in sorted(tolerate))}}}\n"
             f"TraceLog == <<\n{body}\n>>\n"
             "====\n"
         )

@@ -14,7 +14,9 @@ enabled for it and the windows its relations allow.
 At a record no step explains, the deviation is recorded (with its kind: the rule
 it breaks, from the record and the model state) and validation goes on from the
 record after it: TLC starts again from the model's state with what that record
-logged adopted. So one run lists its distinct deviations, not only the first.
+logged adopted. A later record of a kind already reported is taken the same way by
+the spec itself in that run (TraceTolerate) and counted as a repeat. So one run lists
+its distinct deviations, not only the first, and judges the trace to its end.
 
 A partial trace (observation flagged it: the qlog was cut) is validated as a
 prefix: every record it has must match, and the verdict says it was a prefix.
@@ -48,12 +50,10 @@ class Step:
     after: str
 
 
-#: A trace that deviates more often than this is cut short, and so is one whose last
-#: REPEATS deviations were all of kinds already reported: the rest would mostly
-#: repeat them (a window that grows at every ACK of a recovery period deviates at
-#: every ACK), and each deviation costs two TLC runs.
+#: A trace with more distinct deviations than this is cut short. A deviation of a kind
+#: already reported is no new one: the spec takes it and goes on (TraceTolerate), so
+#: the trace is judged to its end for every other kind.
 MAX_DEVIATIONS = 8
-REPEATS = 3
 
 
 @dataclass
@@ -141,6 +141,12 @@ class Verdict:
     steps: list[Step]
     mismatches: list[Mismatch] = field(default_factory=list)
     cut_short: bool = False        # MAX_DEVIATIONS reached, or the state could not be resumed
+    #: (line, kind) of each later record that repeated a kind already reported.
+    repeats: list[tuple[int, str]] = field(default_factory=list)
+
+    def lines(self, kind: str) -> list[int]:
+        """Every NDJSON line that deviated with `kind`: its first, then its repeats."""
+        return sorted({m.line for m in self.mismatches if m.kind == kind} | {n for n, k in self.repeats if k == kind})
 
     @property
     def mismatch(self) -> Mismatch | None:
@@ -156,16 +162,27 @@ class Verdict:
         if self.accepted:
             return f"{head}: accepted, {what}, in {self.seconds:.2f} s"
         kinds = ", ".join(dict.fromkeys(m.kind for m in self.mismatches))
-        more = " (cut short: the rest repeats these or exceeds the limit)" if self.cut_short else ""
-        return (f"{head}: REJECTED: {len(self.mismatches)} deviation(s){more} ({kinds}); "
+        more = " (cut short: more distinct deviations than the limit)" if self.cut_short else ""
+        again = f", repeated at {len(self.repeats)} later record(s)" if self.repeats else ""
+        return (f"{head}: REJECTED: {len(self.mismatches)} deviation(s){again}{more} ({kinds}); "
                 f"{self.matched} records matched before the first\n"
                 + "\n".join(m.describe() for m in self.mismatches))
 
 
-def _workdir(log: TraceLog, into: Path, stuck_at: int = 0, start: int = 1, resume: dict | None = None) -> None:
+def _workdir(log: TraceLog, into: Path, stuck_at: int = 0, start: int = 1, resume: dict | None = None,
+             tolerate: frozenset[str] = frozenset()) -> None:
     for name in SPEC_FILES:
         shutil.copy(SPEC_DIR / name, into / name)
-    (into / "TraceLog.tla").write_text(log.module(stuck_at, start, resume))
+    (into / "TraceLog.tla").write_text(log.module(stuck_at, start, resume, tolerate))
+
+
+def _repeats(printed: list[str]) -> list[tuple[int, str]]:
+    out = []
+    for line in printed:
+        if re.match(r'<<\s*"tolerated"', line):
+            _, n, kind = tlavalue.parse(line)
+            out.append((n, kind))
+    return list(dict.fromkeys(out))
 
 
 def _steps(printed: list[str]) -> list[Step]:
@@ -186,7 +203,9 @@ def validate_log(log: TraceLog, trace: Trace, keep: Path | None = None) -> Verdi
     At a record no step of the spec explains, the deviation is recorded and TLC is
     run again from the record after it, starting from the model's state with what
     the record logged adopted (Mismatch.resume), until the trace ends or
-    MAX_DEVIATIONS: one run lists every distinct deviation, not only the first."""
+    MAX_DEVIATIONS: one run lists every distinct deviation, not only the first. The
+    kinds reported so far are tolerated in the runs after (their repeats counted in
+    Verdict.repeats), so each kind costs two TLC runs however often it recurs."""
     finder = tlc.find()
     started = time.monotonic()
     verdict = Verdict(trace.stack, trace.source, len(log.records), 0, trace.partial, 0.0, [])
@@ -194,21 +213,22 @@ def validate_log(log: TraceLog, trace: Trace, keep: Path | None = None) -> Verdi
         keep.mkdir(parents=True, exist_ok=True)
         _workdir(log, keep)
     start, resume = 1, None
-    news: list[bool] = []          # per deviation: was its kind new?
     with tempfile.TemporaryDirectory(prefix="longlook-trace-") as tmp:
         work = Path(tmp)
         while True:
-            _workdir(log, work, 0, start, resume)
+            tolerate = frozenset(m.kind for m in verdict.mismatches)
+            _workdir(log, work, 0, start, resume, tolerate)
             result = tlc.run(work, "TraceCongestionControl", tlc=finder, quick=True)
             if result.error is not None and "Diagnose" not in result.error:
                 raise tlc.TlcError(f"TLC failed on the trace of {trace.source}: {result.error}")
             reached = start - 1 + (result.depth or 1) - 1
             verdict.steps += _steps(result.printed)
+            verdict.repeats += _repeats(result.printed)
             if not verdict.mismatches:
                 verdict.matched = reached
             if reached >= len(log.records):
                 break
-            mismatch = _diagnose(log, trace, reached + 1, work, finder, start, resume)
+            mismatch = _diagnose(log, trace, reached + 1, work, finder, start, resume, tolerate)
             resume = mismatch.resume()
             previous = verdict.mismatches[-1] if verdict.mismatches else None
             if previous is not None and previous.line == mismatch.line:
@@ -217,9 +237,7 @@ def validate_log(log: TraceLog, trace: Trace, keep: Path | None = None) -> Verdi
                 pass
             else:
                 verdict.mismatches.append(mismatch)
-                news.append(mismatch.kind not in {m.kind for m in verdict.mismatches[:-1]})
-            stale = len(news) > REPEATS and not any(news[-REPEATS:])
-            if resume is None or len(verdict.mismatches) >= MAX_DEVIATIONS or stale:
+            if resume is None or len(verdict.mismatches) >= MAX_DEVIATIONS:
                 verdict.cut_short = reached + 1 < len(log.records)
                 break
             start = reached + 2
@@ -230,12 +248,12 @@ def validate_log(log: TraceLog, trace: Trace, keep: Path | None = None) -> Verdi
 
 
 def _diagnose(log: TraceLog, trace: Trace, cursor: int, work: Path, finder: tlc.Tlc,
-              start: int = 1, resume: dict | None = None) -> Mismatch:
+              start: int = 1, resume: dict | None = None, tolerate: frozenset[str] = frozenset()) -> Mismatch:
     record = log.records[cursor - 1]
     event = trace.events[record.line - 1].to_json()
     logged = record.cwnd if record.k == "cwnd" else record.ssth if record.k == "ssthresh" else -1
     mismatch = Mismatch(record.line, event, record.tla(), record.k, logged)
-    _workdir(log, work, cursor, start, resume)
+    _workdir(log, work, cursor, start, resume, tolerate)
     result = tlc.run(work, "TraceCongestionControl", tlc=finder, quick=True)
     for line in result.printed:
         if re.match(r'<<\s*"state"', line):
