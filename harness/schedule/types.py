@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 DIRECTIONS = ("c2s", "s2c")
-ACTIONS = ("drop", "hold", "delay", "duplicate", "corrupt", "ce")
+ACTIONS = ("drop", "hold", "delay", "duplicate", "corrupt", "ce", "outage")
 PROTOS = ("udp", "tcp")
 
 
@@ -150,8 +150,9 @@ class Action:
     k: int | None = None  # hold: released after the next k packets have left
     max_hold_us: int | None = None  # hold: released at the latest after this, µs
     extra_us: int | None = None  # delay: extra delay, µs
+    duration_us: int | None = None  # outage: the direction dark from this packet for this long, µs
 
-    _REQUIRED: ClassVar[dict[str, str]] = {"hold": "k", "delay": "extra_us"}
+    _REQUIRED: ClassVar[dict[str, str]] = {"hold": "k", "delay": "extra_us", "outage": "duration_us"}
 
     def __post_init__(self) -> None:
         if self.dir not in DIRECTIONS:

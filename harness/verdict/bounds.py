@@ -15,7 +15,7 @@ BETA = FAMILY_BETA
 def transfer_time_bound_s(schedule: Schedule, total_bytes: int) -> float:
     """Upper bound for a transfer that the link lets through: 20× the time at the
     slowest rate any phase gives the data direction, plus 20 RTTs for the handshake
-    and recoveries, plus every blackhole's length twice (PTO backoff after it), plus
+    and recoveries, plus every blackhole's and outage's length twice (PTO backoff after it), plus
     10 s for process start-up on a loaded machine."""
     rates = [p.s2c.rate_bps for p in schedule.phases if p.s2c.rate_bps]
     slowest = min(rates) if rates else 1_000_000_000
@@ -25,6 +25,7 @@ def transfer_time_bound_s(schedule: Schedule, total_bytes: int) -> float:
         if p.s2c.blackhole:
             end = schedule.phases[i + 1].start_us if i + 1 < len(schedule.phases) else p.start_us
             dark_s += (end - p.start_us) / 1e6
+    dark_s += sum(a.duration_us for a in schedule.actions if a.action == "outage") / 1e6
     return 20 * total_bytes * 8 / slowest + 20 * rtt_s + 2 * dark_s + 10.0
 
 

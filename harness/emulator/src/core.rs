@@ -48,6 +48,8 @@ struct Asked {
     drop: bool,
     hold: Option<(u64, u64, Option<usize>)>, // k, max_hold_ns, selector
     extra_ns: u64,
+    /// `outage`: the direction goes dark for this long from this packet's arrival, ns.
+    outage_ns: u64,
     duplicate: bool,
     corrupt: bool,
     ce: bool,
@@ -137,6 +139,8 @@ struct Direction {
     line: BinaryHeap<Lined>,
     last_base_due: u64,
     held: Vec<Held>,
+    /// Until when an `outage` action keeps this direction dark, ns (0: never was).
+    dark_until: u64,
     counters: Counters,
 }
 
@@ -200,6 +204,9 @@ impl Link {
             return;
         };
         let mut pkt = d.admit(now, info, bytes, &self.schedule);
+        if pkt.asked.outage_ns > 0 {
+            d.dark_until = d.dark_until.max(now + pkt.asked.outage_ns);
+        }
         if let Some(reason) = d.drop_reason(settings, &pkt) {
             let rec = pkt.rec;
             finish(&mut d.counters, &mut self.records, rec, Fate::Dropped(reason), None);
@@ -440,6 +447,7 @@ impl Direction {
             line: BinaryHeap::new(),
             last_base_due: 0,
             held: Vec::new(),
+            dark_until: 0,
             counters: Counters::default(),
         }
     }
@@ -515,6 +523,7 @@ impl Direction {
                     asked.hold = Some((a.k.unwrap_or(1), max, key.0));
                 }
                 ActionKind::Delay => asked.extra_ns += a.extra_us.unwrap_or(0) * 1000,
+                ActionKind::Outage => asked.outage_ns = asked.outage_ns.max(a.duration_us.unwrap_or(0) * 1000),
                 ActionKind::Duplicate => asked.duplicate = true,
                 ActionKind::Corrupt => asked.corrupt = true,
                 ActionKind::Ce => asked.ce = true,
@@ -522,9 +531,10 @@ impl Direction {
         }
     }
 
-    /// Blackhole, index drop and random loss, in that order.
+    /// Blackhole (the phase's, or an outage's from its packet on), index drop and
+    /// random loss, in that order.
     fn drop_reason(&mut self, s: &LinkSettings, pkt: &Pkt) -> Option<DropReason> {
-        if s.blackhole {
+        if s.blackhole || pkt.rec.arr_ns < self.dark_until {
             return Some(DropReason::Blackhole);
         }
         if pkt.asked.drop {

@@ -160,6 +160,10 @@ pub enum ActionKind {
     Duplicate,
     Corrupt,
     Ce,
+    /// The direction drops every packet (of every flow) for `duration_us` from this
+    /// packet's arrival, this one included: a blackhole that starts at a packet
+    /// rather than at a time (directed schedules place one after a given datagram).
+    Outage,
 }
 
 /// Default bound on a hold, µs: a held packet is never stranded.
@@ -183,6 +187,9 @@ pub struct Action {
     /// For `delay`: the extra one-way delay, µs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extra_us: Option<u64>,
+    /// For `outage`: how long the direction stays dark, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_us: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -358,6 +365,7 @@ fn validate_settings(s: &LinkSettings, at: &str) -> Result<(), FieldError> {
 fn validate_action(a: &Action, at: &str) -> Result<(), FieldError> {
     time(a.extra_us.unwrap_or(0), format!("{at}.extra_us"))?;
     time(a.max_hold_us.unwrap_or(0), format!("{at}.max_hold_us"))?;
+    time(a.duration_us.unwrap_or(0), format!("{at}.duration_us"))?;
     let only = |name: &str, present: bool, kind: &str| -> Result<(), FieldError> {
         if present {
             return Err((format!("{at}.{name}"), format!("is not used by action \"{kind}\"; remove it")));
@@ -373,6 +381,15 @@ fn validate_action(a: &Action, at: &str) -> Result<(), FieldError> {
                 Some(_) => {}
             }
             only("extra_us", a.extra_us.is_some(), "hold")?;
+            only("duration_us", a.duration_us.is_some(), "hold")?;
+        }
+        ActionKind::Outage => {
+            if a.duration_us.unwrap_or(0) == 0 {
+                return Err((format!("{at}.duration_us"), "outage needs duration_us ≥ 1, how long the direction stays dark in µs".into()));
+            }
+            only("k", a.k.is_some(), "outage")?;
+            only("max_hold_us", a.max_hold_us.is_some(), "outage")?;
+            only("extra_us", a.extra_us.is_some(), "outage")?;
         }
         ActionKind::Delay => {
             if a.extra_us.is_none() {
@@ -380,12 +397,14 @@ fn validate_action(a: &Action, at: &str) -> Result<(), FieldError> {
             }
             only("k", a.k.is_some(), "delay")?;
             only("max_hold_us", a.max_hold_us.is_some(), "delay")?;
+            only("duration_us", a.duration_us.is_some(), "delay")?;
         }
         ActionKind::Drop | ActionKind::Duplicate | ActionKind::Corrupt | ActionKind::Ce => {
             let kind = format!("{:?}", a.action).to_lowercase();
             only("k", a.k.is_some(), &kind)?;
             only("max_hold_us", a.max_hold_us.is_some(), &kind)?;
             only("extra_us", a.extra_us.is_some(), &kind)?;
+            only("duration_us", a.duration_us.is_some(), &kind)?;
         }
     }
     Ok(())

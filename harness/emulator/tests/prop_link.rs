@@ -69,6 +69,7 @@ fn action() -> impl Strategy<Value = Action> {
         Just(ActionKind::Duplicate),
         Just(ActionKind::Corrupt),
         Just(ActionKind::Ce),
+        Just(ActionKind::Outage),
     ];
     let port = proptest::option::of(prop_oneof![Just(443u16), Just(40000), Just(5201)]);
     let flow = proptest::option::of((proptest::option::of(any::<bool>()), port));
@@ -81,6 +82,7 @@ fn action() -> impl Strategy<Value = Action> {
             k: (kind == ActionKind::Hold).then_some(k),
             max_hold_us: if kind == ActionKind::Hold { max_hold } else { None },
             extra_us: (kind == ActionKind::Delay).then_some(extra),
+            duration_us: (kind == ActionKind::Outage).then_some(extra + 1),
         },
     )
 }

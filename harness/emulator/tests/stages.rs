@@ -225,6 +225,36 @@ fn phases_change_settings_over_time_including_blackholes() {
 }
 
 #[test]
+fn an_outage_darkens_its_direction_from_its_packet_for_its_duration() {
+    // c2s packets every ms, TCP ones in between: the outage starts at the 4th UDP
+    // packet (t = 7 ms) and lasts 3.5 ms, so every packet of the direction arriving in
+    // [7, 10.5) ms is dropped whatever its flow, and the other direction is untouched.
+    let mut arrivals = Vec::new();
+    for i in 0..10usize {
+        arrivals.push((i as u64 * 2 * MS, Dir::C2s, tcp(5201, 33000, 100)));
+        arrivals.push((i as u64 * 2 * MS + MS, Dir::C2s, numbered(i)));
+        arrivals.push((i as u64 * 2 * MS + MS, Dir::S2c, numbered(100 + i)));
+    }
+    let json = r#"{"seed":1,"phases":[{"start_us":0}],"actions":[
+        {"dir":"c2s","flow":{"proto":"udp"},"index":3,"action":"outage","duration_us":3500}]}"#;
+    let (_, recs) = run(json, &arrivals);
+    let dark: Vec<(u64, &str)> = recs
+        .iter()
+        .filter(|r| r.fate == Fate::Dropped(DropReason::Blackhole))
+        .map(|r| (r.arr_ns / MS, r.proto))
+        .collect();
+    assert_eq!(dark, vec![(7, "udp"), (8, "tcp"), (9, "udp"), (10, "tcp")]);
+    assert!(recs.iter().filter(|r| r.dir == Dir::S2c).all(|r| r.fate == Fate::Delivered));
+}
+
+#[test]
+fn an_outage_without_a_duration_names_the_field() {
+    let json = r#"{"seed":1,"phases":[{"start_us":0}],"actions":[{"dir":"c2s","index":3,"action":"outage"}]}"#;
+    let err = longlook_link::Schedule::parse(json, "test.json").unwrap_err().to_string();
+    assert!(err.contains("duration_us") && err.contains("outage"), "{err}");
+}
+
+#[test]
 fn a_rate_drop_slows_the_queue() {
     let json = r#"{"seed":1,"phases":[{"start_us":0,"c2s":{"rate_bps":9600000}},{"start_us":10000,"c2s":{"rate_bps":960000}}]}"#;
     let (out, _) = run(json, &train(20, MS, Dir::C2s, numbered));
