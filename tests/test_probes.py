@@ -52,6 +52,18 @@ def test_a_backed_off_expiry_is_not_counted_before_its_time():
     assert [e.t_us for e in derive_ptos(_wire(events), 25 * MS)] == [RTT + 80 * MS]
 
 
+def test_an_ack_only_send_does_not_restart_the_timer():
+    """The peer's own PTO fires into the same silence: the sender acknowledges its
+    probe with an ACK-only packet, then its own timer fires. That timer ran from its
+    last ack-eliciting send (RFC 9002 §6.2.1), so the probe after it is an expiry
+    (aioquic against its own client in a blackhole; it had been missed)."""
+    events = [PacketSent(0.0, 0, size=1200, ack_eliciting=True), *_ack(RTT, 0),
+              PacketSent(RTT + 0.1 * MS, 1, size=1200, ack_eliciting=True),
+              PacketSent(RTT + 78 * MS, 2, size=50, ack_eliciting=False),
+              PacketSent(RTT + 79 * MS, 3, size=1200, ack_eliciting=True)]
+    assert [e.t_us for e in derive_ptos(_wire(events), 25 * MS)] == [RTT + 79 * MS]
+
+
 def test_sends_that_answer_acks_or_pace_or_follow_a_loss_timer_are_no_expiries():
     events = [PacketSent(0.0, 0, size=1200, ack_eliciting=True), PacketSent(1 * MS, 1, size=1200, ack_eliciting=True),
               PacketSent(2 * MS, 2, size=1200, ack_eliciting=True),

@@ -10,10 +10,12 @@ taken for a probe, and so for one expiry, when all of these hold:
 - ack-eliciting bytes were in flight (§6.2.1 arms the timer only then);
 - nothing from the peer arrived since the sender's last send, nor just before
   this one: it answers a timer, not an ACK;
-- the sender had been silent for at least PTO_SHARE of the PTO period RFC 9002
-  computes from the wire's RTT estimate (§6.2.1: smoothed_rtt + max(4·rttvar,
+- the sender had sent nothing ack-eliciting for at least PTO_SHARE of the PTO
+  period RFC 9002 computes from the wire's RTT estimate (§6.2.1: smoothed_rtt + max(4·rttvar,
   kGranularity) + the peer's max_ack_delay), backed off by the expiries already
-  counted: the stack's own estimate is close to the wire's but not equal;
+  counted: the stack's own estimate is close to the wire's but not equal (the timer
+  runs from the last ack-eliciting send, §6.2.1: an ACK-only packet, such as the one
+  answering the peer's own probe, does not restart it);
 - no loss timer would fire first: no packet in flight below the largest
   acknowledged had passed its time threshold (§6.1.2, 9/8·max(srtt, latest_rtt)),
   as a loss timer, when armed, takes the PTO's place (§6.2.1, A.8).
@@ -48,6 +50,7 @@ class _Sender:
     rttvar: float = 0.0
     latest: float = 0.0
     last_send: float | None = None
+    last_eliciting: float | None = None  # the PTO timer's start (§6.2.1)
     last_rx: float | None = None
     largest_acked: int = -1
     flying: dict[int, float] = field(default_factory=dict)  # pn → sent time, ack-eliciting, application space
@@ -70,6 +73,7 @@ class _Sender:
                 self.count += 1
                 self.events.append(PtoExpired(e.t_us))
             self.flying[e.pn] = e.t_us
+            self.last_eliciting = e.t_us
         self.last_send = e.t_us
 
     def _is_probe(self, t: float) -> bool:
@@ -77,7 +81,7 @@ class _Sender:
             return False
         if self.last_rx is not None and (self.last_rx > self.last_send or t - self.last_rx < REACTION_US):
             return False
-        if t - self.last_send < PTO_SHARE * self.period() * 2 ** self.count:
+        if t - (self.last_eliciting or self.last_send) < PTO_SHARE * self.period() * 2 ** self.count:
             return False
         return not self.loss_timer_due(t)
 
