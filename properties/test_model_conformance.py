@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from harness.model import coverage, tracefile, traps, validate
 from harness.schedule import Action, TransferPlan, strategies
-from harness.schedule.directed import directed, to_schedule
+from harness.schedule.directed import directed, tail_datagram, to_schedule
 from harness.schedule.strategies import QUIC, BaseLink
 from harness.verdict import outcomes, profiles
 from harness.verdict.deviation import deviation, raise_all
@@ -67,7 +67,8 @@ DIRECTED_ENV = "LONGLOOK_DIRECTED"
 FREE = [strategies.combinations(), strategies.blackholes()]
 _DIRECTED = os.environ.get(DIRECTED_ENV, "1")
 SCHEDULES = st.one_of(*(FREE if _DIRECTED != "only" else []),
-                      *([directed(traps.load(), coverage.pending)] if _DIRECTED != "0" else []))
+                      *([directed(traps.load(), coverage.pending, tail_datagram(PLAN.sizes[0]))]
+                        if _DIRECTED != "0" else []))
 
 
 #: Window caps in datagrams (0: none), for a sender whose endpoint takes one (caps.json

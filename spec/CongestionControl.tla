@@ -223,6 +223,8 @@ CongestionEvent(pn, why) ==
     ELSE UNCHANGED <<recovery_start, in_recovery, reduction_due, cause, reductions>>
 
 \* §6.1 (a packet sent before an acknowledged one, by packet or time threshold) and B.8.
+\* Lost data is data to send again: a sender whose application had run dry is no
+\* longer application limited (§7.8) once it has a loss to repair.
 OnPacketsLost(pn, size) ==
     /\ pn \in inflight
     /\ pn < largest_acked
@@ -230,18 +232,19 @@ OnPacketsLost(pn, size) ==
     /\ bytes_in_flight' = bytes_in_flight - size
     /\ lost_since_update' = TRUE
     /\ CongestionEvent(pn, "loss")
-    /\ UNCHANGED <<congestion_window, ssthresh, largest_sent, largest_acked, credit, carry, pto_count, ack_pending,
-                   app_limited>>
+    /\ app_limited' = FALSE
+    /\ UNCHANGED <<congestion_window, ssthresh, largest_sent, largest_acked, credit, carry, pto_count, ack_pending>>
 
 \* A packet the stack gave up on at a PTO (above the largest acknowledged): not a
-\* congestion signal (see the header).
+\* congestion signal (see the header); its data is to send again, as for a loss.
 OnProbeLoss(pn, size) ==
     /\ pn \in inflight
     /\ pn > largest_acked
     /\ inflight' = inflight \ {pn}
     /\ bytes_in_flight' = bytes_in_flight - size
+    /\ app_limited' = FALSE
     /\ UNCHANGED <<congestion_window, ssthresh, largest_sent, largest_acked, recovery_start, in_recovery,
-                   credit, carry, reduction_due, lost_since_update, pto_count, ack_pending, app_limited, cause,
+                   credit, carry, reduction_due, lost_since_update, pto_count, ack_pending, cause,
                    reductions>>
 
 \* B.7: an ACK reporting a new ECN-CE count, about the largest acknowledged packet.
@@ -253,12 +256,14 @@ OnEcnCe ==
 
 \* §6.2.1: each expiry doubles the PTO period; the window does not change (§7.5).
 \* The timer runs from the last ack-eliciting packet sent: none before the first.
+\* A probe resends data not yet acknowledged (§6.2.4): not application limited.
 OnPtoExpired ==
     /\ largest_sent # NoPn /\ ~ack_pending
     /\ pto_count' = pto_count + 1
+    /\ app_limited' = FALSE
     /\ UNCHANGED <<congestion_window, ssthresh, bytes_in_flight, inflight, largest_sent, largest_acked,
                    recovery_start, in_recovery, credit, carry, reduction_due, lost_since_update, ack_pending,
-                   app_limited, cause, reductions>>
+                   cause, reductions>>
 
 \* The window moves up on the credit of acknowledged bytes (B.5). Credit earned
 \* before a congestion event may still be applied after it (aioquic logs the growth

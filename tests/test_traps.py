@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.model import coverage, traps
-from harness.schedule.directed import FIRST_DATA, PERSISTENT_PTOS, pto_ms, to_schedule
+from harness.schedule.directed import FIRST_DATA, PERSISTENT_PTOS, datagrams, pto_ms, to_schedule
 from harness.schedule.strategies import BaseLink
 
 TLP_TO_RTO = ("TailLossProbe", "OnPtoExpired", "RetransmissionTimeout")
@@ -57,20 +57,34 @@ def test_a_stale_cache_is_refused_with_the_fix(tmp_path):
 def test_paths_map_to_link_actions():
     base = BaseLink()
     two_ptos = to_schedule(traps.load()[TLP_TO_RTO], base, seed=1)
-    dark = [p for p in two_ptos.phases if p.s2c.blackhole]
-    assert len(dark) == 1 and not two_ptos.actions
-    (start, end) = (dark[0].start_us, two_ptos.phases[two_ptos.phases.index(dark[0]) + 1].start_us)
-    # A round trip (the sender's last send into the dark), then past the first expiry
-    # and not the second: the second one's probe is answered.
-    assert abs((end - start) - (base.rtt_us + 2.0 * pto_ms(base) * 1000)) <= 1
+    dark = [a for a in two_ptos.actions if a.action == "outage"]
+    assert len(dark) == 1 and len(two_ptos.actions) == 1 and len(two_ptos.phases) == 1
+    # From the packet in flight at the first expiry: a round trip (the sender's last
+    # send into the dark), then past the first expiry and not the second: the second
+    # one's probe is answered.
+    assert dark[0].index == FIRST_DATA
+    assert abs(dark[0].duration_us - (base.rtt_us + 2.0 * pto_ms(base) * 1000)) <= 1
     lost = ("SlowStart", "OnPacketsLost", "Recovery")
     drops = to_schedule(traps.load()[lost], base, seed=1, stride=2).actions
     assert drops and all(a.action == "drop" and a.index >= FIRST_DATA and (a.index - FIRST_DATA) % 2 == 0
                          for a in drops)
     pc = ("Recovery", "OnPersistentCongestion", "SlowStart")
     s = to_schedule(traps.load()[pc], base, seed=1)
-    on = [p for p in s.phases if p.s2c.blackhole][0]
-    assert s.phases[s.phases.index(on) + 1].start_us - on.start_us >= PERSISTENT_PTOS * pto_ms(base) * 1000
+    on = [a for a in s.actions if a.action == "outage"][0]
+    assert on.duration_us >= PERSISTENT_PTOS * pto_ms(base) * 1000
+
+
+def test_an_outage_starts_after_what_the_path_had_acknowledged():
+    """The path to a PTO in congestion avoidance has its recovery period end with an
+    acknowledgement first: the dark must not take that packet, or the sender is still
+    in recovery when its timer fires (every such path had missed when the dark began
+    at an estimated time)."""
+    path = traps.load()[("CongestionAvoidance", "OnPtoExpired", "TailLossProbe")]
+    real = datagrams(path, BaseLink(), stride=3)
+    acked = [s.pn for s in path if s.action == "OnPacketsAcked"]
+    s = to_schedule(path, BaseLink(), seed=0)
+    (outage,) = [a for a in s.actions if a.action == "outage"]
+    assert outage.index == max(real[q] for q in acked) + 1
 
 
 @pytest.mark.slow
@@ -92,9 +106,10 @@ def test_the_tlp_to_rto_path_reaches_that_transition_on_aioquic(tmp_path):
     assert reached[TLP_TO_RTO] >= 1, sorted(reached)
 
 
-def test_overlapping_blackholes_merge_into_one():
+def test_a_pto_then_persistent_congestion_keep_the_dark_long_enough():
     """A path with PTOs and then persistent congestion before any acknowledgement
-    asks for two blackholes over the same time: the schedule has one, the longer."""
+    asks for two outages; the link keeps the direction dark until the later end of
+    the two (tests/emulator), and the second lasts the persistent-congestion span."""
     steps = [traps.Step("Init", "OnPacketSent", "SlowStart", 0), traps.Step("SlowStart", "OnPacketSent", "SlowStart", 1),
              traps.Step("SlowStart", "OnPtoExpired", "TailLossProbe", -1),
              traps.Step("TailLossProbe", "OnPacketsAcked", "TailLossProbe", 1),
@@ -102,24 +117,49 @@ def test_overlapping_blackholes_merge_into_one():
              traps.Step("SlowStart", "OnPacketsLost", "Recovery", 0),
              traps.Step("Recovery", "OnPersistentCongestion", "SlowStart", -1)]
     s = to_schedule(steps, BaseLink(), seed=0)
-    dark = [p for p in s.phases if p.s2c.blackhole]
-    assert len(dark) == 1 and len(s.phases) == 3
-    assert all(a.start_us < b.start_us for a, b in zip(s.phases, s.phases[1:]))
-    assert s.phases[2].start_us - dark[0].start_us >= PERSISTENT_PTOS * pto_ms(BaseLink()) * 1000
+    dark = [a for a in s.actions if a.action == "outage"]
+    assert len(s.phases) == 1 and len(dark) == 2 and dark[0].index < dark[1].index
+    assert dark[1].duration_us >= PERSISTENT_PTOS * pto_ms(BaseLink()) * 1000
 
 
-def test_directed_generation_maps_no_plan_only_step():
-    """The steps an application's pauses bring about have no link mapping."""
+def test_an_applications_pause_maps_only_where_the_plans_tail_is_known():
+    """The steps an application's pause brings about are the plan's: a path through
+    one maps to a schedule only given the datagram where the plan's first object ends."""
     from harness.schedule.directed import UNMAPPED
 
     assert UNMAPPED == frozenset(coverage.PLAN_ONLY_ACTIONS)
+    path = traps.load()[("ApplicationLimited", "OnPtoExpired", "TailLossProbe")]
+    with pytest.raises(ValueError, match="tail"):
+        to_schedule(path, BaseLink(), seed=0)
+
+
+def test_a_path_through_a_pause_happens_at_the_first_objects_tail():
+    """The last packet a path sends before its application runs dry is the datagram
+    carrying the first object's last byte; one dropped before it moves it by one (the
+    lost data is sent again first). A PTO once the application is dry gets no extra
+    round trip of sending into the dark: the timer runs from that last datagram."""
+    from harness.schedule.directed import at_the_tail, tail_datagram
+
+    tail = tail_datagram(400_000)
+    assert 325 <= tail <= 340
+    pto = traps.load()[("ApplicationLimited", "OnPtoExpired", "TailLossProbe")]
+    s = to_schedule(pto, BaseLink(), seed=0, tail=tail)
+    (outage,) = s.actions
+    assert outage.action == "outage" and outage.index == tail
+    assert abs(outage.duration_us - 0.5 * pto_ms(BaseLink()) * 1000) <= 1
+    lost = traps.load()[("Recovery", "SetAppLimited", "Recovery")]
+    real = at_the_tail(lost, BaseLink(), 3, tail)
+    dry = next(i for i, st in enumerate(lost) if st.action == "SetAppLimited")
+    last = [st.pn for st in lost[:dry] if st.action == "OnPacketSent"][-1]
+    drops_before = [st.pn for st in lost if st.action == "OnPacketsLost" and real[st.pn] < real[last]]
+    assert real[last] == tail + len(drops_before) and drops_before
 
 
 def test_packets_sent_after_an_ack_map_to_datagrams_a_round_trip_later():
     """The model's next packets after an ACK follow at once; a real sender's come a round
     trip after the acknowledged packet left. A loss among the datagrams in between would
     fall in the recovery period that ACK began, which is no new congestion event."""
-    from harness.schedule.directed import datagrams, index_at, sent_at_ms
+    from harness.schedule.directed import index_at, sent_at_ms
 
     base = BaseLink()
     steps = [traps.Step("Init", "OnPacketSent", "SlowStart", 0), traps.Step("SlowStart", "OnPacketSent", "SlowStart", 1),

@@ -32,9 +32,14 @@ Transition = tuple[str, str, str]
 #: capture's STREAM frames, harness/observe/appdata.py.)
 _BEFORE_DATA = ("a sender is marked application limited only after it sent the last byte of a response "
                 "(harness/observe/appdata.py), never before its first packet")
+_LOSS_FIRST = ("persistent congestion follows the losses of the same ACK, and a loss ends an application-limited "
+               "period (the spec's OnPacketsLost) that a trace begins again only after the application's next response "
+               "ends (harness/model/tracefile.py), never inside that ACK")
 UNOBSERVABLE: dict[Transition, str] = {
     ("Init", "SetAppLimited", "Init"): _BEFORE_DATA,
     ("Init", "OnPacketSent", "ApplicationLimited"): _BEFORE_DATA,
+    ("ApplicationLimited", "OnPersistentCongestion", "ApplicationLimited"): _LOSS_FIRST,
+    ("Recovery", "OnPersistentCongestion", "ApplicationLimited"): _LOSS_FIRST,
 }
 #: Reached through the plan's pauses (a client's think time between requests), not
 #: through the link: a directed path to any other transition takes none of these

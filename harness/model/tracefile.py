@@ -177,13 +177,11 @@ def from_trace(trace: Trace, family: str, ce_acks: Collection[tuple[str, int]] =
                     records.append(Record("app", line, el=True))
                     limited = True
                 elif kind == "lost":
-                    # Lost data is data to send again: not dry until the application's
+                    # Lost data is data to send again: the spec's OnPacketsLost clears
+                    # app_limited, and the sender is not dry until the application's
                     # next response ends (which retransmission is the last, the
                     # capture cannot tell).
-                    dry = False
-                    if limited:
-                        records.append(Record("app", line, el=False))
-                        limited = False
+                    dry = limited = False
                 if known[0] in in_flight:
                     in_flight.discard(known[0])
                     bytes_in_flight -= known[1]
@@ -192,11 +190,9 @@ def from_trace(trace: Trace, family: str, ce_acks: Collection[tuple[str, int]] =
                     pending_ce.discard((e.space, e.pn))
                     records.append(Record("ecn", line))
         elif isinstance(e, PtoExpired):
-            # A probe resends data not yet acknowledged: not dry either (as a loss).
-            dry = False
-            if limited:
-                records.append(Record("app", line, el=False))
-                limited = False
+            # A probe resends data not yet acknowledged: not dry either (as a loss;
+            # the spec's OnPtoExpired clears app_limited).
+            dry = limited = False
             records.append(Record("pto", line, pto=-1 if e.pto_count is None else e.pto_count))
         elif isinstance(e, Metrics):
             if e.congestion_window is not None:
