@@ -143,16 +143,23 @@ def test_a_repeated_deviation_is_counted_and_the_trace_judged_to_its_end(finder,
 def test_a_new_kind_after_repeated_ones_is_still_reported(finder, tmp_path):
     """Taking repeats of a reported kind must not take anything else: a window that
     jumps later in congestion avoidance is a deviation of its own kind, at its line."""
-    lines = (TRACES / "aioquic-cubic-loss.ndjson").read_text().splitlines()
-    event = json.loads(lines[LATE_GROWTH_LINE - 1])
-    assert event["congestion_window"] == 18035
-    event["congestion_window"] = 40000
-    lines[LATE_GROWTH_LINE - 1] = json.dumps(event)
-    (tmp_path / "t.ndjson").write_text("\n".join(lines) + "\n")
-    verdict = validate.validate(validate.read_ndjson(tmp_path / "t.ndjson", "aioquic"), "cubic")
+    trace = _edited("aioquic-cubic-loss.ndjson", tmp_path, LATE_GROWTH_LINE, "congestion_window", 18035, 40000)
+    verdict = validate.validate(trace, "cubic")
     found = {m.kind: m.line for m in verdict.mismatches}
     assert found.get("window-growth-too-fast") == LATE_GROWTH_LINE, verdict.describe()
     assert found.get("window-growth-in-recovery") == 220
+
+
+def _edited(name: str, tmp_path, line: int, field: str, was, now):
+    """The stored trace `name` with `field` of its NDJSON line `line` (1-based) set from
+    `was` (checked, so a changed fixture fails here) to `now`."""
+    lines = (TRACES / name).read_text().splitlines()
+    event = json.loads(lines[line - 1])
+    assert event[field] == was
+    event[field] = now
+    lines[line - 1] = json.dumps(event)
+    (tmp_path / "t.ndjson").write_text("\n".join(lines) + "\n")
+    return validate.read_ndjson(tmp_path / "t.ndjson", "aioquic")
 
 
 def test_trace_without_what_the_spec_needs_is_unvalidatable():
@@ -317,13 +324,8 @@ def test_a_collapse_choosing_ssthresh_does_not_multiply_the_states(finder, monke
 def test_a_logged_ssthresh_outside_every_choice_is_still_rejected(finder, tmp_path):
     """Keeping one choice must not loosen the check: an ssthresh after the collapse
     that no choice of the model is within Tolerance of is a deviation there."""
-    lines = (TRACES / "aioquic-cubic-blackhole.ndjson").read_text().splitlines()
-    event = json.loads(lines[BLACKHOLE_SSTHRESH_LINE - 1])
-    assert event["ssthresh"] == 2504
-    event["ssthresh"] = 400_000
-    lines[BLACKHOLE_SSTHRESH_LINE - 1] = json.dumps(event)
-    (tmp_path / "t.ndjson").write_text("\n".join(lines) + "\n")
-    verdict = validate.validate(validate.read_ndjson(tmp_path / "t.ndjson", "aioquic"), "cubic")
+    trace = _edited("aioquic-cubic-blackhole.ndjson", tmp_path, BLACKHOLE_SSTHRESH_LINE, "ssthresh", 2504, 400_000)
+    verdict = validate.validate(trace, "cubic")
     assert BLACKHOLE_SSTHRESH_LINE in [m.line for m in verdict.mismatches], verdict.describe()
 
 

@@ -116,13 +116,19 @@ def datagrams(path, base: BaseLink, stride: int, first: int = FIRST_DATA) -> dic
     return real
 
 
+def sent_before_dry(path) -> list[int] | None:
+    """The packets a path sends before its application runs dry (SetAppLimited TRUE),
+    in order; None when it never does."""
+    dry = next((i for i, s in enumerate(path) if s.action == "SetAppLimited" and s.pn == 1), None)
+    return None if dry is None else [s.pn for s in path[:dry] if s.action == "OnPacketSent" and s.pn >= 0]
+
+
 def at_the_tail(path, base: BaseLink, stride: int, tail: int) -> dict[int, int]:
     """As datagrams(), for a path on which the application runs dry (SetAppLimited
     TRUE): the last packet it sends before that is the datagram carrying the first
     object's last byte, `tail` (one later for each datagram the path drops before it:
     its data is sent again first), and the packets before it keep their spacing."""
-    dry = next(i for i, s in enumerate(path) if s.action == "SetAppLimited" and s.pn == 1)
-    before = [s.pn for s in path[:dry] if s.action == "OnPacketSent" and s.pn >= 0]
+    before = sent_before_dry(path)
     if not before:
         return datagrams(path, base, stride, tail + 1)
     lost = {s.pn for s in path if s.action == "OnPacketsLost"}
@@ -145,17 +151,16 @@ def to_schedule(path, base: BaseLink, seed: int, stride: int = 3, tail: int | No
     if dries and tail is None:
         raise ValueError(f"a path through {sorted(UNMAPPED & {s.action for s in path})} has no mapping to a schedule "
                          "without the datagram where the plan's first object ends (tail)")
-    dry = next((i for i, s in enumerate(path) if s.action == "SetAppLimited" and s.pn == 1), None)
-    real = datagrams(path, base, stride) if dry is None else at_the_tail(path, base, stride, tail)
+    before = sent_before_dry(path)
+    real = datagrams(path, base, stride) if before is None else at_the_tail(path, base, stride, tail)
     # The datagram after which the sender has nothing new to send: the object's last.
-    sent_before = [s.pn for s in path[:dry] if s.action == "OnPacketSent" and s.pn >= 0] if dry is not None else []
-    dry_from = real[sent_before[-1]] if sent_before else None
+    dry_from = real[before[-1]] if before else None
 
     def index(pn: int) -> int:
         return real.get(pn, FIRST_DATA + max(pn, 0) * stride)
 
     actions = []
-    lost, acked, i = [], set(), 0
+    acked, i = set(), 0
     sent: list[int] = []
 
     def outage_from() -> int:
@@ -173,7 +178,6 @@ def to_schedule(path, base: BaseLink, seed: int, stride: int = 3, tail: int | No
             acked.add(s.pn)
         elif s.action == "OnPacketsLost":
             actions.append(Action("s2c", index(s.pn), "drop", flow=QUIC))
-            lost.append(s.pn)
         elif s.action == "OnEcnCe":
             actions.append(Action("s2c", index(s.pn), "ce", flow=QUIC))
         elif s.action == "OnPersistentCongestion":
@@ -182,9 +186,6 @@ def to_schedule(path, base: BaseLink, seed: int, stride: int = 3, tail: int | No
             # datagram after those the path has acknowledged.
             actions.append(Action("s2c", outage_from(), "outage", flow=QUIC,
                                   duration_us=round(PERSISTENT_PTOS * pto_ms(base) * 1000)))
-            lost = []
-        elif s.action == "GrowWindow":
-            lost = []  # "since the window last grew"
         elif s.action == "OnPtoExpired":
             k = 0
             while i < len(path) and path[i].action in ("OnPtoExpired", "OnProbeLoss"):
