@@ -36,3 +36,26 @@ class TestTquic(EndpointContract):
             assert local, f"{side.role}: no local parameters_set"
             for key in ("initial_max_data", "initial_max_stream_data_bidi_local", "initial_max_stream_data_bidi_remote"):
                 assert local[0][key] == 64 * 1024 * 1024, (side.role, key, local[0][key])
+
+
+def test_the_client_exits_two_seconds_after_its_close_whatever_its_rtt(netns_ready, tmp_path):
+    """The server's first flight dropped and the client's two probes after its Initial
+    too: the client's first RTT sample takes seconds, so tquic's draining period (three
+    PTOs) after its CONNECTION_CLOSE runs for tens of seconds. The client leaves after
+    DRAIN_LIMIT (2 s) all the same; it used to sleep until tquic's timer and miss the
+    run's 60 s timeout."""
+    import json
+    import subprocess
+    import sys
+
+    from harness.schedule import handshake
+    from harness.schedule.strategies import BaseLink
+
+    schedule = handshake.server_first_flight_dropped(BaseLink(rtt_us=40_000), 0, 2, 2).write(tmp_path / "s.json")
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "transfer", "--impl", "tquic", "--bytes", "50000",
+                        "--schedule", str(schedule), "--no-pcap", "--timeout", "40s", "--out", str(out)],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads((out / "result.json").read_text())
+    assert result["ok"] and result["wall_s"] < 20, result
