@@ -19,11 +19,11 @@ import itertools
 from hypothesis import example, given
 
 from harness.observe.events import Metrics
-from harness.observe.quic_frames import NOT_ACK_ELICITING
 from harness.rfc import K_GRANULARITY_US
 from harness.schedule import TransferPlan, handshake
 from harness.schedule.strategies import BaseLink
 from harness.verdict import analysis, outcomes
+from harness.verdict.handshake_probes import client_probes
 from harness.verdict.deviation import check
 
 #: A certificate about 4 kB larger than the run's usual one: the server's first flight
@@ -311,42 +311,16 @@ def test_server_stays_within_the_amplification_limit(longlook, target, schedule)
         ), over=len(over), excess_bytes=max((s - lim for _, s, lim in over), default=0))
 
 
-#: A client datagram is its own timer's (a probe) when no server datagram reached the
-#: client, and the client sent nothing, for this long before it: a client answers a
-#: server flight (its Finished, then its request) within a few ms, and its handshake
-#: PTO is at least an RTT plus 4 × rttvar (µs).
-CLIENT_PROBE_QUIET_US = 20_000
-#: The datagrams one timer expiry sends leave together: those within this of a probe's
-#: first datagram are its too (µs).
-CLIENT_PROBE_BURST_US = 5_000
-
-
-def first_request(sends) -> int | None:
-    """Index of the client's first datagram that carries STREAM data, when all its
-    ack-eliciting content is 1-RTT STREAM frames starting at offset 0: its request,
-    which a slow client can send more than CLIENT_PROBE_QUIET_US after the server's
-    flight, and which no timer sent. Only that one datagram: any later send of new
-    data before confirmation may be a probe, and is judged as one."""
-    for k, d in enumerate(sends):
-        frames = [f for p in d.packets if p.ack_eliciting for f in p.frames
-                  if getattr(f, "name", "") not in NOT_ACK_ELICITING]
-        streams = [f for f in frames if getattr(f, "name", "") == "stream"]
-        if not streams:
-            continue
-        only_request = len(streams) == len(frames) and all(f.offset == 0 for f in streams) and all(
-            p.space == "application" for p in d.packets if p.ack_eliciting)
-        return k if only_request else None
-    return None
-
-
 @example(schedule=handshake.handshake_delayed(BaseLink(rtt_us=10_000), 0, 3_000))
-@given(schedule=handshake.handshake_delays())
+@example(schedule=handshake.handshake_delayed(BaseLink(rtt_us=10_000), 0, 3_000, first=2))
+@given(schedule=handshake.handshake_flight_delays())
 def test_client_probes_carry_handshake_packets(longlook, target, schedule):
     """RFC 9002 §6.2.2.1: "When the PTO fires, the client MUST send a Handshake packet
     if it has Handshake keys, otherwise it MUST send an Initial packet in a UDP datagram
     with a payload of at least 1200 bytes", and §6.2.1: no PTO for the Application Data
     space until the handshake is confirmed. The client's datagrams after its Initial are
-    held back, so its Handshake flight goes unacknowledged and its timer fires. Read off
+    held back (from its second on, where its Initial takes two), so its Handshake
+    flight goes unacknowledged and its timer fires. Read off
     the client side's capture: every ack-eliciting datagram the client sends on its own
     (nothing from the server reached it and it sent nothing for 20 ms before) until a
     HANDSHAKE_DONE reaches it, with the datagrams it sends in the 5 ms after (one
@@ -358,33 +332,17 @@ def test_client_probes_carry_handshake_packets(longlook, target, schedule):
     outcomes.require_own_client(target)
     with outcomes.rare_trigger(), longlook.run(target, schedule, HANDSHAKE_PLAN) as obs:
         obs.completed()
-        view = obs.client_wire
-        arrivals = [d for d in view.datagrams if not d.entered and d.direction == "s2c"]
-        keys_at = min((d.t_us for d in arrivals if any(p.space == "handshake" for p in d.packets)),
-                      default=float("inf"))
-        confirmed_at = analysis.handshake_done_at(view)
-        heard = sorted(d.t_us for d in arrivals)
-        sends = [d for d in view.datagrams if d.entered and d.direction == "c2s"]
-        request = first_request(sends)
-        probes, bad = 0, []
-        for k, (prev, d) in enumerate(zip(sends, sends[1:]), start=1):
-            if d.t_us >= confirmed_at or not any(p.ack_eliciting for p in d.packets):
-                continue
-            if k == request:
-                continue  # the client's request: the application's send, no timer's
-            i = bisect.bisect_left(heard, d.t_us)
-            if d.t_us - prev.t_us < CLIENT_PROBE_QUIET_US or (i and d.t_us - heard[i - 1] < CLIENT_PROBE_QUIET_US):
-                continue
-            probes += 1
-            # The expiry's datagrams: this one and those right after it (a stack may
-            # send its 1-RTT data first and the Handshake packet in the next one).
-            burst = [e for e in sends[k:] if e.t_us - d.t_us <= CLIENT_PROBE_BURST_US]
-            handshake = any(p.space == "handshake" and p.ack_eliciting for e in burst for p in e.packets)
-            padded_initial = any(any(p.space == "initial" for p in e.packets) and e.udp_size >= 1200 for e in burst)
-            if not (handshake or (d.t_us < keys_at and padded_initial)):
+        found = client_probes(obs.client_wire)
+        keys_at, confirmed_at, probes = found.keys_at, found.confirmed_at, len(found.probes)
+        bad = []
+        for probe in found.probes:
+            d = probe.first
+            padded_initial = any(any(p.space == "initial" for p in e.packets) and e.udp_size >= 1200
+                                 for e in probe.burst)
+            if not (probe.carries("handshake") or (d.t_us < keys_at and padded_initial)):
                 # Its ack-eliciting packets all 1-RTT (an ACK-only Handshake packet may ride along).
-                one_rtt_only = d.t_us >= keys_at and all(p.space == "application" for e in burst for p in e.packets
-                                                         if p.ack_eliciting)
+                one_rtt_only = d.t_us >= keys_at and all(p.space == "application" for e in probe.burst
+                                                         for p in e.packets if p.ack_eliciting)
                 bad.append((d, d.t_us >= keys_at, one_rtt_only))
         if not probes:
             outcomes.not_exercised("the client sent no ack-eliciting datagram of its own before the handshake "
@@ -402,3 +360,4 @@ def test_client_probes_carry_handshake_packets(longlook, target, schedule):
             # (what an Application Data PTO armed before confirmation sends, §6.2.1),
             # and all the others.
             one_rtt_only=sum(1 for *_, only in bad if only), other=sum(1 for *_, only in bad if not only))
+

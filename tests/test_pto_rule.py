@@ -112,7 +112,7 @@ def test_a_clients_first_send_of_its_request_is_no_probe():
     data, may be a timer's and is judged."""
     from harness.observe.quic_frames import Ack, Other, Stream
     from harness.observe.wire import Datagram, QuicPacket
-    from properties.test_handshake import first_request
+    from harness.verdict.handshake_probes import first_request
 
     def dg(t, *packets):
         return Datagram(int(t), t, "c2s", "client", True, None, ("a", 1), ("b", 2), 0, 0, 0, list(packets))
@@ -128,3 +128,4 @@ def test_a_clients_first_send_of_its_request_is_no_probe():
     assert first_request(sends) == 1
     # A first STREAM datagram that also carries a Handshake packet, or a PING, is no bare request.
     assert first_request([sends[0], dg(30_000, pkt("application", 0, Stream(0, 0, 40, True), Other("ping")))]) is None
+

@@ -25,14 +25,15 @@ def handshake_held_back(base: BaseLink, seed: int, drops: int) -> Schedule:
 HANDSHAKE_DELAYED_DATAGRAMS = 60
 
 
-def handshake_delayed(base: BaseLink, seed: int, delay_ms: int) -> Schedule:
-    """A clean link that delays every client datagram after its first (its Initial) by
-    `delay_ms`: for that long the server has heard only the Initial, whatever the
-    client's probe timer does (dropping them instead would make the wait the client's
-    backoff: seconds on one stack, minutes on another), so the server's own
-    retransmissions meet its anti-amplification limit."""
+def handshake_delayed(base: BaseLink, seed: int, delay_ms: int, first: int = 1) -> Schedule:
+    """A clean link that delays every client datagram from its `first`-th on (by
+    default all after its first, its Initial) by `delay_ms`: for that long the server
+    has heard only the client's first flight, whatever the client's probe timer does
+    (dropping them instead would make the wait the client's backoff: seconds on one
+    stack, minutes on another), so the server's own retransmissions meet its
+    anti-amplification limit."""
     return base.schedule(seed, actions=[Action("c2s", i, "delay", flow=QUIC, extra_us=delay_ms * 1_000)
-                                        for i in range(1, HANDSHAKE_DELAYED_DATAGRAMS + 1)])
+                                        for i in range(first, first + HANDSHAKE_DELAYED_DATAGRAMS)])
 
 
 @replayable
@@ -44,6 +45,15 @@ def handshake_delays() -> st.SearchStrategy[Schedule]:
 
 
 @replayable
+def handshake_flight_delays() -> st.SearchStrategy[Schedule]:
+    """handshake_delays from the client's first or second datagram on: a ClientHello
+    too large for one datagram (a post-quantum key share) makes the client's Initial
+    two, and only once the server has both does the client get Handshake keys and
+    send its Finished and request into the held-back direction."""
+    return st.builds(handshake_delayed, st.builds(BaseLink, rtt_us=st.sampled_from([10_000, 20_000, 40_000])), seeds,
+                     st.integers(min_value=1_500, max_value=4_000), st.sampled_from([1, 2]))
+
+
 def handshake_losses() -> st.SearchStrategy[Schedule]:
     """The client's Handshake flight lost several times over a short path (6–10 ms
     RTT, where max_ack_delay's 25 ms would be most of a probe timeout)."""
@@ -65,6 +75,30 @@ def server_flights_lost() -> st.SearchStrategy[Schedule]:
     more, over 10-80 ms RTTs."""
     return st.builds(server_flight_lost, st.builds(BaseLink, rtt_us=st.sampled_from([10_000, 40_000, 80_000])), seeds,
                      st.integers(min_value=4, max_value=12))
+
+
+def server_first_flight_dropped(base: BaseLink, seed: int, server_drops: int, client_drops: int,
+                                client_first: int = 1) -> Schedule:
+    """A clean link that drops the server's first `server_drops` datagrams (its first
+    flight, Initial and Handshake packets together) and `client_drops` of the client's
+    from its `client_first`-th on (its Initial probes, after an Initial of one datagram
+    or two): the server's own timer, not a client's resend, sends its next datagrams,
+    with both its spaces in flight and nothing acknowledged, within what its
+    anti-amplification budget has left."""
+    return base.schedule(seed, actions=[Action("s2c", i, "drop", flow=QUIC) for i in range(server_drops)]
+                         + [Action("c2s", i, "drop", flow=QUIC)
+                            for i in range(client_first, client_first + client_drops)])
+
+
+@replayable
+def server_first_flights_dropped() -> st.SearchStrategy[Schedule]:
+    """The server's first 1-4 datagrams and 0-3 of the client's after its first one or
+    two dropped, over 10-80 ms RTTs: a first flight of one to four datagrams lost whole
+    or in part, and the client's probes held off from none to three of its timer's
+    expiries."""
+    return st.builds(server_first_flight_dropped, st.builds(BaseLink, rtt_us=st.sampled_from([10_000, 40_000, 80_000])),
+                     seeds, st.integers(min_value=1, max_value=4), st.integers(min_value=0, max_value=3),
+                     st.sampled_from([1, 2]))
 
 
 #: How many of the client's first datagrams client_first_flight_lost drops: a first
