@@ -21,7 +21,13 @@ from harness.schedule import TransferPlan, handshake
 from harness.schedule.strategies import BaseLink
 from harness.verdict import outcomes
 from harness.verdict.deviation import check
-from harness.verdict.handshake_probes import HandshakeProbes, client_probes, server_probes
+from harness.verdict.handshake_probes import (
+    CLIENT_PROBE_BURST_US,
+    HandshakeProbes,
+    client_probes,
+    earlier_timer_misses,
+    server_probes,
+)
 
 #: A small object: the properties are over once the handshake is.
 PLAN = TransferPlan(sizes=(50_000,))
@@ -92,3 +98,46 @@ def test_server_probes_cover_every_space_in_flight(longlook, target, schedule):
         # the handshake (0.5-RTT data, NEW_CONNECTION_ID) wait for keys the client gets
         # from those two, and a probe spends a budget the amplification limit keeps small.
         judge(target, "server", server_probes(obs.wire), ("initial", "handshake"))
+
+
+#: Two spaces whose last sends were closer than this went out in one flight or one
+#: expiry: their timers are one, and a probe may carry either (µs).
+SAME_SEND_US = CLIENT_PROBE_BURST_US
+
+
+@example(schedule=handshake.server_first_flight_dropped(BaseLink(rtt_us=40_000), 0, 2, 2))
+@example(schedule=handshake.server_first_flight_dropped(BaseLink(rtt_us=40_000), 0, 2, 2, client_first=2))
+@given(schedule=handshake.server_first_flights_dropped())
+def test_server_probes_the_space_whose_timer_is_earlier(longlook, target, schedule):
+    """RFC 9002 §6.2.1: "When ack-eliciting packets in multiple packet number spaces
+    are in flight, the timer MUST be set to the earlier value of the Initial and
+    Handshake packet number spaces", and §6.2.4: "When a PTO timer expires, a sender
+    MUST send at least one ack-eliciting packet in the packet number space as a probe."
+    Both spaces' timers run one period (neither counts max_ack_delay) with one backoff,
+    each from its space's last ack-eliciting send, so once a probe has carried one space
+    alone the other's timer is the earlier, and the next probe must carry that space.
+    The schedules are the server-probe property's; read off the server side's capture:
+    each of the server's own probes with both spaces unacknowledged, whose last sends in
+    them were SAME_SEND_US apart or more, carries an ack-eliciting packet of the space
+    sent in longer ago. When the probe leaves is not judged: the period before an RTT
+    sample rests on each stack's initial RTT. Judged on the target's server, which sends
+    the download's data. Trigger: such a probe (a server that coalesces both spaces in
+    every probe never gives one)."""
+    if target.direction != "download":
+        outcomes.not_applicable("judged on the target's server, which sends the download's data")
+    with outcomes.rare_trigger(), longlook.run(target, schedule, PLAN) as obs:
+        obs.completed()
+        found = server_probes(obs.wire)
+        judged, bad = earlier_timer_misses(found.probes, ("initial", "handshake"), SAME_SEND_US)
+        if not judged:
+            outcomes.not_exercised(f"none of the server's {len(found.probes)} probes before it confirmed the "
+                                   f"handshake left with Initial and Handshake packets in flight whose last sends "
+                                   f"were {SAME_SEND_US / 1e3:.0f} ms apart or more")
+        first = bad[0] if bad else None
+        check(not bad, "probe-not-of-the-earlier-timer", lambda: (
+            f"{target.id}: {len(bad)} of the server's {len(judged)} probes with Initial and Handshake packets in "
+            f"flight carry none of the space whose timer was the earlier; first at t={first[0].first.t_us / 1e6:.4f} "
+            f"s: last {first[1]} send at t={first[0].last_sent[first[1]] / 1e6:.4f} s, the other's at "
+            f"t={max(first[0].last_sent.values()) / 1e6:.4f} s, and the probe's datagrams carry "
+            f"{[[(p.space, p.ack_eliciting) for p in d.packets] for d in first[0].burst]}"
+        ), bad=len(bad), judged=len(judged))

@@ -68,3 +68,32 @@ def test_a_server_probe_leaves_the_initial_space_when_a_client_handshake_packet_
     first, second = found.probes
     assert first.in_flight == {"initial", "handshake"} and not first.carries("initial")
     assert second.first.t_us == 400_000 and second.in_flight == {"handshake"}
+
+
+def _server_view(*sends_and_arrivals):
+    class View:
+        datagrams = [dg(t, direction, *packets, side="server") for t, direction, *packets in sends_and_arrivals]
+    return View()
+
+
+FIRST_FLIGHT = [(0, "c2s", pkt("initial", 0, Other("crypto"))),
+                (100, "s2c", pkt("initial", 0, Ack(0, ((0, 0),), 0), Other("crypto")),
+                 pkt("handshake", 0, Other("crypto")))]
+
+
+def test_after_a_probe_of_one_space_the_other_spaces_timer_is_the_earlier():
+    """earlier_timer_misses: a server that probes its Initial space twice while its
+    Handshake flight, sent longer ago, waits misses the earlier timer at the second
+    probe; one that alternates does not; a first probe after a coalesced flight is not
+    judged (both timers are one)."""
+    from harness.verdict.handshake_probes import earlier_timer_misses
+
+    stuck = server_probes(_server_view(*FIRST_FLIGHT, (1_000_000, "s2c", pkt("initial", 1, Other("crypto"))),
+                                       (3_000_000, "s2c", pkt("initial", 2, Other("crypto")))))
+    judged, bad = earlier_timer_misses(stuck.probes, ("initial", "handshake"), 5_000)
+    assert [p.first.t_us for p in judged] == [3_000_000]
+    assert [(p.first.t_us, space) for p, space in bad] == [(3_000_000, "handshake")]
+    alternating = server_probes(_server_view(*FIRST_FLIGHT, (1_000_000, "s2c", pkt("initial", 1, Other("crypto"))),
+                                             (2_000_000, "s2c", pkt("handshake", 1, Other("crypto")))))
+    judged, bad = earlier_timer_misses(alternating.probes, ("initial", "handshake"), 5_000)
+    assert len(judged) == 1 and bad == []

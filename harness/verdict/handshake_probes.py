@@ -12,7 +12,7 @@ than any handshake PTO.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from harness.observe.quic_frames import NOT_ACK_ELICITING
 from harness.verdict import analysis
@@ -37,6 +37,9 @@ class Probe:
     #: reaching it had acknowledged when it probed (the Initial space is left when RFC
     #: 9001 §4.9.1 discards its keys: client_probes, server_probes).
     in_flight: frozenset[str]
+    #: When the endpoint last sent an ack-eliciting packet of each space in flight, µs
+    #: (RFC 9002's time_of_last_ack_eliciting_packet, from which each space's timer runs).
+    last_sent: dict = field(default_factory=dict)
 
     def carries(self, space: str) -> bool:
         """The expiry sent an ack-eliciting packet of `space`."""
@@ -109,6 +112,8 @@ def _own_sends(sends, arrivals, end_us: float, skip: int | None, leaves_initial)
     events = sorted([(d.t_us, 0, d) for d in arrivals] + [(d.t_us, 1, d) for d in sends], key=lambda e: e[:2])
     outstanding: dict[str, set[int]] = {}  # space -> ack-eliciting packet numbers not yet acknowledged
     seen: dict[int, frozenset[str]] = {}  # id(datagram sent) -> spaces in flight just before it left
+    last: dict[str, float] = {}  # space -> the last ack-eliciting send in it so far
+    before: dict[int, dict[str, float]] = {}  # id(datagram sent) -> `last` of its spaces in flight before it
     for _, is_send, d in events:
         if leaves_initial(d, bool(is_send)):
             outstanding.pop("initial", None)
@@ -119,9 +124,11 @@ def _own_sends(sends, arrivals, end_us: float, skip: int | None, leaves_initial)
                         outstanding.get(p.space, set()).difference_update(f.acked())
             continue
         seen[id(d)] = frozenset(s for s, pns in outstanding.items() if pns)
+        before[id(d)] = {s: last[s] for s in seen[id(d)] if s in last}
         for p in d.packets:
             if p.ack_eliciting and p.pn is not None and (p.space != "initial" or not leaves_initial(d, True)):
                 outstanding.setdefault(p.space, set()).add(p.pn)
+                last[p.space] = d.t_us
     probes = []
     for k, (prev, d) in enumerate(zip(sends, sends[1:]), start=1):
         if d.t_us >= end_us or not any(p.ack_eliciting for p in d.packets) or k == skip:
@@ -132,5 +139,23 @@ def _own_sends(sends, arrivals, end_us: float, skip: int | None, leaves_initial)
         # The expiry's datagrams: this one and those right after it (a stack may send
         # its 1-RTT data first and the Handshake packet in the next one).
         burst = tuple(e for e in sends[k:] if e.t_us - d.t_us <= CLIENT_PROBE_BURST_US)
-        probes.append(Probe(d, burst, seen[id(d)]))
+        probes.append(Probe(d, burst, seen[id(d)], before[id(d)]))
     return tuple(probes)
+
+
+def earlier_timer_misses(probes, spaces: tuple[str, str], same_us: float) -> tuple[list[Probe], list[tuple[Probe, str]]]:
+    """(the probes judged, those of them that miss the space whose timer was the earlier,
+    with that space). Judged: a probe with both `spaces` in flight whose last
+    ack-eliciting sends in them were `same_us` apart or more. One period and one backoff
+    serve both spaces (RFC 9002 §6.2.1), so the earlier timer is the space sent in
+    longer ago."""
+    judged, bad = [], []
+    for probe in probes:
+        sent = probe.last_sent
+        if not set(spaces) <= set(sent) or abs(sent[spaces[0]] - sent[spaces[1]]) < same_us:
+            continue
+        earlier = min(spaces, key=sent.__getitem__)
+        judged.append(probe)
+        if not probe.carries(earlier):
+            bad.append((probe, earlier))
+    return judged, bad
