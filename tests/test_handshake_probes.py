@@ -56,7 +56,7 @@ def test_a_server_probe_leaves_the_initial_space_when_a_client_handshake_packet_
             dg(100, "s2c", pkt("initial", 0, Ack(0, ((0, 0),), 0), Other("crypto")),
                pkt("handshake", 0, Other("crypto")), side="server"),
             dg(200_000, "s2c", pkt("handshake", 1, Other("crypto")), side="server"),  # Handshake alone
-            dg(260_000, "c2s", pkt("handshake", 0, Ack(1, ((1, 1),), 0)), side="server"),  # drops Initial
+            dg(260_000, "c2s", pkt("handshake", 0, Ack(0, ((0, 0),), 0)), side="server"),  # drops Initial
             dg(400_000, "s2c", pkt("handshake", 2, Other("ping")), side="server"),  # one space in flight
             dg(450_000, "c2s", pkt("handshake", 1, Other("crypto")), side="server"),  # the Finished
             dg(450_100, "s2c", pkt("application", 0, Other("handshake_done")), side="server"),
@@ -97,3 +97,16 @@ def test_after_a_probe_of_one_space_the_other_spaces_timer_is_the_earlier():
                                              (2_000_000, "s2c", pkt("handshake", 1, Other("crypto")))))
     judged, bad = earlier_timer_misses(alternating.probes, ("initial", "handshake"), 5_000)
     assert len(judged) == 1 and bad == []
+
+
+def test_a_send_that_loss_detection_may_explain_is_no_probe():
+    """A packet left unacknowledged below its space's largest acknowledged may have
+    been declared lost: a send after that ACK, however long after (a pacer's), is not
+    judged as a timer's; an answer at the very µs of an arrival is not either."""
+    flight = [*FIRST_FLIGHT, (200_000, "s2c", pkt("handshake", 1, Other("crypto")))]
+    gap = server_probes(_server_view(*flight, (260_000, "c2s", pkt("handshake", 0, Ack(1, ((1, 1),), 0))),
+                                     (300_000, "s2c", pkt("handshake", 2, Other("crypto")))))
+    assert [p.first.t_us for p in gap.probes] == [200_000]  # 300 ms: handshake pn 0 lies below the largest, 1
+    answer = server_probes(_server_view(*flight, (260_000, "c2s", pkt("handshake", 0, Ack(0, ((0, 0),), 0))),
+                                        (260_000, "s2c", pkt("handshake", 2, Other("crypto")))))
+    assert [p.first.t_us for p in answer.probes] == [200_000]

@@ -107,13 +107,20 @@ def _own_sends(sends, arrivals, end_us: float, skip: int | None, leaves_initial)
     ack-eliciting packets were unacknowledged just before it. `leaves_initial(d, sent)`
     tells whether datagram d (sent by this side, or reaching it) ends the Initial
     space. The events are walked in time order; an arrival at the same µs as a send
-    counts as before it."""
+    counts as before it (virtual time answers in no time).
+
+    A send while some unacknowledged packet lies below its space's largest
+    acknowledged is left out: loss detection may have declared that packet lost (RFC
+    9002 §6.1, either threshold), and a pacer may release its retransmission tens of
+    ms after the ACK, in a silence that looks like a timer's."""
     heard = sorted(d.t_us for d in arrivals)
     events = sorted([(d.t_us, 0, d) for d in arrivals] + [(d.t_us, 1, d) for d in sends], key=lambda e: e[:2])
     outstanding: dict[str, set[int]] = {}  # space -> ack-eliciting packet numbers not yet acknowledged
     seen: dict[int, frozenset[str]] = {}  # id(datagram sent) -> spaces in flight just before it left
     last: dict[str, float] = {}  # space -> the last ack-eliciting send in it so far
     before: dict[int, dict[str, float]] = {}  # id(datagram sent) -> `last` of its spaces in flight before it
+    largest: dict[str, int] = {}  # space -> largest acknowledged so far
+    recovering: set[int] = set()  # id(datagram sent) while a packet below its space's largest acknowledged waited
     for _, is_send, d in events:
         if leaves_initial(d, bool(is_send)):
             outstanding.pop("initial", None)
@@ -122,8 +129,11 @@ def _own_sends(sends, arrivals, end_us: float, skip: int | None, leaves_initial)
                 for f in p.frames:
                     if getattr(f, "name", "") == "ack":
                         outstanding.get(p.space, set()).difference_update(f.acked())
+                        largest[p.space] = max(largest.get(p.space, -1), f.largest)
             continue
         seen[id(d)] = frozenset(s for s, pns in outstanding.items() if pns)
+        if any(pns and min(pns) < largest.get(s, -1) for s, pns in outstanding.items()):
+            recovering.add(id(d))
         before[id(d)] = {s: last[s] for s in seen[id(d)] if s in last}
         for p in d.packets:
             if p.ack_eliciting and p.pn is not None and (p.space != "initial" or not leaves_initial(d, True)):
@@ -131,9 +141,9 @@ def _own_sends(sends, arrivals, end_us: float, skip: int | None, leaves_initial)
                 last[p.space] = d.t_us
     probes = []
     for k, (prev, d) in enumerate(zip(sends, sends[1:]), start=1):
-        if d.t_us >= end_us or not any(p.ack_eliciting for p in d.packets) or k == skip:
+        if d.t_us >= end_us or not any(p.ack_eliciting for p in d.packets) or k == skip or id(d) in recovering:
             continue
-        i = bisect.bisect_left(heard, d.t_us)
+        i = bisect.bisect_right(heard, d.t_us)
         if d.t_us - prev.t_us < CLIENT_PROBE_QUIET_US or (i and d.t_us - heard[i - 1] < CLIENT_PROBE_QUIET_US):
             continue
         # The expiry's datagrams: this one and those right after it (a stack may send
