@@ -319,7 +319,7 @@ def test_client_probes_carry_handshake_packets(longlook, target, schedule):
     if it has Handshake keys, otherwise it MUST send an Initial packet in a UDP datagram
     with a payload of at least 1200 bytes", and §6.2.1: no PTO for the Application Data
     space until the handshake is confirmed. The client's datagrams after its Initial are
-    held back (from its second on, where its Initial takes two), so its Handshake
+    held back (from its third on, where its Initial takes two), so its Handshake
     flight goes unacknowledged and its timer fires. Read off
     the client side's capture: every ack-eliciting datagram the client sends on its own
     (nothing from the server reached it and it sent nothing for 20 ms before) until a

@@ -63,7 +63,7 @@ def test_client_probes_cover_every_space_in_flight(longlook, target, schedule):
     packet number spaces with in-flight data, coalescing packets if possible." The
     client's datagrams after its Initial are held back, so its Finished (Handshake)
     and its request (1-RTT) are both in flight, unacknowledged, when its handshake
-    timer fires (from its second datagram on, where its Initial takes two). Read off
+    timer fires (from its third datagram on, where its Initial takes two). Read off
     the client side's capture: each probe of the client's own before the handshake is
     confirmed (as the client-probe property tells them) with ack-eliciting packets that
     no ACK reaching it had acknowledged in both the Handshake and the 1-RTT space
@@ -81,8 +81,8 @@ def test_client_probes_cover_every_space_in_flight(longlook, target, schedule):
 def test_server_probes_cover_every_space_in_flight(longlook, target, schedule):
     """RFC 9002 §6.2.4, the server's case: its first flight (Initial and Handshake
     packets, often coalesced) is dropped, and the client's Initial probes after its
-    first one or two datagrams (a ClientHello may take two) too, so the server's own timer fires with both spaces in flight and nothing
-    acknowledged. Read off the server side's capture: each of the server's own probes
+    first one or two datagrams (a ClientHello may take two) too, so the server's own
+    timer fires with both spaces in flight and nothing acknowledged. Read off the server side's capture: each of the server's own probes
     before it confirmed the handshake (its first HANDSHAKE_DONE) with unacknowledged
     ack-eliciting packets in both the Initial and the Handshake space carries, with the
     datagrams the same expiry sent, an ack-eliciting packet of each; the Initial space

@@ -46,7 +46,7 @@ def handshake_delays() -> st.SearchStrategy[Schedule]:
 
 @replayable
 def handshake_flight_delays() -> st.SearchStrategy[Schedule]:
-    """handshake_delays from the client's first or second datagram on: a ClientHello
+    """handshake_delays after the client's first one or two datagrams: a ClientHello
     too large for one datagram (a post-quantum key share) makes the client's Initial
     two, and only once the server has both does the client get Handshake keys and
     send its Finished and request into the held-back direction."""
