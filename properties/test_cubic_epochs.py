@@ -1,12 +1,15 @@
 """CUBIC's epochs after a cut (RFC 9438 §4.7, §4.9, §5.1): where the curve heads after
 a cut from a window smaller than the last one (fast convergence), when a cut may be
-undone (only a congestion event found spurious), and how steep the curve is (C).
+undone (only a congestion event found spurious, and never back to smaller values once the window
+has regrown past them), and how steep the curve is (C).
 
 The first two run on rate_halvings: a link of hundreds of datagrams' bandwidth-delay
 product whose data direction's rate halves after slow start's first overflow, so the
 next overflow comes from a smaller window, and every loss is a real drop the link's
 ground truth records. The third runs on big_bdp_deepening: the same links, whose
-queue deepens after the first overflow so the curve runs for seconds.
+queue deepens after the first overflow so the curve runs for seconds. The late undo runs
+on late_spurious_losses: a small-BDP link deepened the same way, and one datagram
+delayed by seconds.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from hypothesis import example, given
 
 from harness import rfc
 from harness.observe.join import join
-from harness.observe.reductions import reductions_with_cause, undone
+from harness.observe.reductions import REDUCTION_FRACTION, reductions_with_cause, undone
 from harness.run import Inconclusive
 from harness.schedule import TransferPlan, strategies
 from harness.schedule.strategies import BaseLink
@@ -199,3 +202,74 @@ def test_cubic_curve_is_no_steeper_than_its_constant(longlook, target, schedule)
             f"{longest / 1e3:.0f} ms) and W_est plus two datagrams; with C = {rfc.CUBIC_C} the curve gives "
             f"{at_c:.0f} B by t={t_end / 1e6:.3f} s (RFC 9438 §5.1: C SHOULD be 0.4)"
         ), window=over[1] if over else 0, over_bound=over[1] / bound(over[0]) if over else 0.0)
+
+
+#: RFC 9438 §4.9.2's late detection: slow start and a cut on the shallow queue, the
+#: deepening, the delayed datagram's spurious cut, the regrowth past it, its arrival
+#: and acknowledgement, at 2-3 Mbit/s.
+LATE_PLAN = TransferPlan(sizes=(1_000_000,))
+#: Reductions with a congestion event behind them; any other as the acknowledgement
+#: that proves the loss spurious comes in is the sender returning to what it saved.
+CONGESTION = ("drop", "persistent_congestion", "ecn_ce")
+#: How long after that acknowledgement reached the sender its log may show what it
+#: did about it (µs; more where the stack's threads log further apart).
+LATE_ACK_SLACK_US = 2_000
+
+
+@example(schedule=strategies.late_spurious_loss(BaseLink(rate_bps=2_000_000, rtt_us=10_000), 0, 200, 120, 300))
+@given(schedule=strategies.late_spurious_losses())
+def test_cubic_keeps_its_window_when_a_loss_proves_spurious_late(longlook, target, schedule):
+    """RFC 9438 §4.9.2: "when the detection happens long after a spurious loss event
+    and the current cwnd is already higher than cwnd_prior, CUBIC SHOULD continue to
+    use the current and the most recent values" (no undo back to them). One datagram
+    is delayed for hundreds of milliseconds, so the sender declares it lost and cuts (a
+    spurious cut: reductions_with_cause finds it delivered); the queue is deep by
+    then, so the window regrows past where that cut began with nothing dropped. When
+    the receiver's acknowledgement of it reaches the sender (the decrypted capture),
+    the window may fall only for a congestion event (CONGESTION). Trigger: that
+    spurious cut, the acknowledgement (a receiver may discard a packet that old
+    instead, RFC 9000 §13.2.3), and a window then far enough above the cut's start
+    (cwnd_prior) that returning to it would show as a reduction."""
+    if target.cc.family != "cubic":
+        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}): RFC 9438 §4.9's undo is CUBIC's")
+    outcomes.require(target, "congestion_window")
+    # Whether the window has regrown past the cut when the acknowledgement comes, and
+    # whether the receiver still takes a packet that old, depend on the stack: a rare trigger.
+    with outcomes.rare_trigger(), longlook.run(target, schedule, LATE_PLAN, timeout_s=60) as obs:
+        obs.completed()
+        trace = obs.sender
+        held = [r for r in obs.ground_truth.records
+                if r.dir == "s2c" and r.fate == "delivered" and "extra_delay" in r.marks]
+        if not held:
+            outcomes.not_exercised("no delayed datagram was delivered")
+        late = held[0]
+        joined = join(obs.wire, obs.ground_truth)
+        causes = reductions_with_cause(trace, obs.ground_truth, joined)
+        cut = next((c.reduction for c in causes if c.cause == SPURIOUS and late.idx in {r.idx for r in c.records}),
+                   None)
+        if cut is None:
+            outcomes.not_exercised(f"the sender cut no window for the delayed datagram (link idx {late.idx})")
+        pns = {p.pn for p in joined.packets if p.idx == late.idx and p.space == "application"}
+        t_ack = min((t for t, pn in analysis.wire_first_acks(obs.wire) if pn in pns), default=None)
+        if t_ack is None:
+            outcomes.not_exercised(f"the receiver never acknowledged the delayed packet (pn {sorted(pns)}, "
+                                   f"{(late.dep_us - late.arr_us) / 1e3:.0f} ms late): discarded as too old, so no "
+                                   f"sender could find its loss spurious")
+        series = [(t, c) for t, c, _, _ in analysis.cwnd_series(trace)]
+        at_ack = next((c for t, c in reversed(series) if t < t_ack), None)
+        # Returning to cut.before from here would be a reduction (reductions.REDUCTION_FRACTION).
+        visible = cut.before / (1 - REDUCTION_FRACTION)
+        if at_ack is None or at_ack <= visible:
+            outcomes.not_exercised(f"the acknowledgement of the delayed packet came at t={t_ack / 1e6:.3f} s with "
+                                   f"the window at {at_ack} B, not above {visible:.0f} B: the {cut.before} B the "
+                                   f"spurious cut ({cut.describe()}) began from is not far enough below to tell a "
+                                   f"return to it")
+        t_end = t_ack + analysis.log_order_slack_us(target, LATE_ACK_SLACK_US)
+        back = [c for c in causes if t_ack <= c.reduction.t_us <= t_end and c.cause not in CONGESTION]
+        check(not back, "late-undo", lambda: (
+            f"{target.id}: {cut.describe()} was spurious (link idx {late.idx}, pn {sorted(pns)}, delayed "
+            f"{(late.dep_us - late.arr_us) / 1e3:.0f} ms); when its acknowledgement came, at t={t_ack / 1e6:.3f} s, "
+            f"the window stood at {at_ack} B, regrown past the {cut.before} B the cut began from; then "
+            f"{back[0].describe()}, with no congestion event behind it (RFC 9438 §4.9.2: a spurious loss detected "
+            f"after the window has regrown past cwnd_prior SHOULD leave the current values in place)"
+        ), window_at_ack=at_ack, cwnd_prior=cut.before, fell_to=back[0].reduction.after if back else 0)

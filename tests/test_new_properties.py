@@ -85,6 +85,8 @@ CASES = [
      "tests.mutants.cubic_no_fast_convergence:CubicNoFastConvergence", "above-lowered-curve"),
     ("properties/test_cubic_epochs.py::test_cubic_undoes_a_cut_only_when_its_losses_were_spurious",
      "tests.mutants.cubic_undo_every_cut:CubicUndoEveryCut", "undo-of-real-loss"),
+    ("properties/test_cubic_epochs.py::test_cubic_keeps_its_window_when_a_loss_proves_spurious_late",
+     "tests.mutants.cubic_late_undo:CubicLateUndo", "late-undo"),
     ("properties/test_cubic_epochs.py::test_cubic_curve_is_no_steeper_than_its_constant",
      "tests.mutants.cubic_c_ten_times:CubicCTenTimes", "curve-steeper-than-c"),
 ]
@@ -106,7 +108,9 @@ CUBIC_ONLY = {"properties/test_congestion_avoidance.py::test_cubic_clock_stops_w
               "properties/test_cubic_epochs.py::test_cubic_heads_for_a_lowered_plateau_after_a_smaller_window":
               ("aioquic", "passed"),
               "properties/test_cubic_epochs.py::test_cubic_curve_is_no_steeper_than_its_constant":
-              ("quinn", "passed")}
+              ("quinn", "passed"),
+              "properties/test_cubic_epochs.py::test_cubic_keeps_its_window_when_a_loss_proves_spurious_late":
+              ("aioquic", "passed")}
 #: Rules of CUBIC with no stock stack to pass them in virtual time: no stack here
 #: undoes a cut only after spurious losses (quiche undoes real ones: F92; the others
 #: never undo, so they are not exercised). Their mutant above still fails them.

@@ -217,6 +217,42 @@ def small_bdp_deepening() -> st.SearchStrategy[Schedule]:
     return st.builds(queue_deepened, SMALL_BDP_LINKS, seeds, st.integers(min_value=400, max_value=700))
 
 
+#: late_spurious_loss's first queue: six datagrams, so slow start ends, and the
+#: spurious cut comes, at a window of a few datagrams.
+LATE_SHALLOW_QUEUE_BYTES = 6 * MTU
+
+
+def late_spurious_loss(base: BaseLink, seed: int, deep_at_ms: int, index: int, extra_ms: int) -> Schedule:
+    """`base` with a one-BDP queue that slow start overflows, a queue nothing fills
+    from `deep_at_ms` on, and the `index`-th datagram delayed by `extra_ms`: the
+    sender declares it lost within a round trip, a spurious cut, and it arrives once
+    the window has regrown past where that cut began, with nothing dropped meanwhile
+    (RFC 9438 §4.9.2's late detection)."""
+    shallow = replace(base.settings(), queue_bytes=LATE_SHALLOW_QUEUE_BYTES)
+    deep = replace(shallow, queue_bytes=LOSSLESS_QUEUE_BYTES)
+    return Schedule(seed=seed, phases=(Phase(0, shallow, shallow), Phase(deep_at_ms * 1000, deep, deep)),
+                    actions=(Action("s2c", index, "delay", flow=QUIC, extra_us=extra_ms * 1000),))
+
+
+#: Links of a window of ten-odd datagrams. Regrowing past a cut from W datagrams at
+#: Reno-friendly speed (about half a datagram a round trip) takes about W² packets;
+#: receivers discard a packet that far behind the largest they have seen (aioquic,
+#: quinn and quiche keep a window of 128 packet numbers, RFC 9000 §13.2.3 allows it),
+#: so only a small window can be confirmed spurious that late.
+LATE_LINKS = st.builds(BaseLink, rate_bps=st.sampled_from([1_500_000, 2_000_000]),
+                       rtt_us=st.sampled_from([10_000, 20_000]))
+
+
+@replayable
+def late_spurious_losses() -> st.SearchStrategy[Schedule]:
+    """late_spurious_loss on LATE_LINKS, deepened 150-300 ms in (after slow start's
+    overflows), a datagram between the 100th and the 200th delayed 350-600 ms: time
+    for the window to regrow, while fewer than about 128 packets pass it (at most
+    about 170 full datagrams a second leave at these rates)."""
+    return st.builds(late_spurious_loss, LATE_LINKS, seeds, st.integers(min_value=150, max_value=300),
+                     st.integers(min_value=100, max_value=200), st.integers(min_value=350, max_value=600))
+
+
 @replayable
 def big_bdp_deepening() -> st.SearchStrategy[Schedule]:
     """queue_deepened on links of hundreds of datagrams' BDP, once slow start's first
