@@ -255,6 +255,9 @@ def test_cubic_keeps_its_window_when_a_loss_proves_spurious_late(longlook, targe
             outcomes.not_exercised(f"the receiver never acknowledged the delayed packet (pn {sorted(pns)}, "
                                    f"{(late.dep_us - late.arr_us) / 1e3:.0f} ms late): discarded as too old, so no "
                                    f"sender could find its loss spurious")
+        if t_ack <= cut.t_us:
+            outcomes.not_exercised(f"the delayed packet (pn {sorted(pns)}) was acknowledged at t={t_ack / 1e6:.3f} s, "
+                                   f"before the sender cut for it ({cut.describe()}): not a late detection")
         series = [(t, c) for t, c, _, _ in analysis.cwnd_series(trace)]
         at_ack = next((c for t, c in reversed(series) if t < t_ack), None)
         # Returning to cut.before from here would be a reduction (reductions.REDUCTION_FRACTION).
