@@ -21,7 +21,7 @@ from harness.schedule import TransferPlan, strategies
 from harness.verdict import analysis, outcomes
 from harness.verdict.bounds import BETA
 from harness.verdict.deviation import check
-from harness.verdict.growth import growth_slowed_at
+from harness.verdict.growth import avoidance_starts, growth_slowed_at
 from properties.test_slow_start import EXITS, MIN_RTT_INCREASE_US
 
 #: RFC 9406 §4.3: "The minimum value of CSS_GROWTH_DIVISOR MUST be at least 2."
@@ -221,3 +221,73 @@ def test_slow_start_ends_on_the_delay_increase_before_any_loss(longlook, target,
                and (exit_us is None or exit_us > first_drop) else "")
             + f"; HyStart++ (RFC 9438 §4.10, SHOULD) leaves it within about {DELAY_EXIT_RTTS} round trips"
         ), rise_us=rise, exit_us=exit_us if exit_us is not None else -1)
+
+
+#: Slow start, an outage of 1-2 s, and the slow start after the collapse, at 30-40 Mbit/s.
+AFTER_COLLAPSE_PLAN = TransferPlan(sizes=(16_000_000,))
+
+
+@example(schedule=strategies.dark_then_rising_delay(strategies.BaseLink(rate_bps=30_000_000, rtt_us=80_000), 0,
+                                                    1200, 1200, 4500))
+@given(schedule=strategies.blackholes_then_rising_delay())
+def test_slow_start_after_a_collapse_ends_at_ssthresh_not_on_delay(longlook, target, schedule):
+    """RFC 9406 §4.3: "An implementation SHOULD use HyStart++ only for the initial
+    slow start ... and SHOULD use traditional slow start for subsequent slow starts"
+    (they have ssthresh from a congestion event to aim for). After persistent
+    congestion's collapse (an outage of seconds), the path's round trip grows more
+    than RttThresh every round (dark_then_rising_delay), which a delay-based exit reads as a full queue.
+    The slow start after the collapse must not end (its first state of another kind,
+    ssthresh logged at or below the window, or a round trip in which the window grew
+    by at most half the bytes acknowledged: growth.avoidance_starts) below half the
+    ssthresh the collapse kept (logged with it, else β of the window before the
+    outage) unless the link dropped or marked a datagram first. Trigger: a collapse
+    to about kMinimumWindow once the outage began, and a slow start after it that
+    either ended or reached half that ssthresh while the path was still growing."""
+    if target.cc.family not in BETA:
+        outcomes.not_applicable(f"{target.cc.name} ({target.cc.family}) has no slow start rule here")
+    outcomes.require(target, "congestion_window")
+    dark_from = schedule.phases[1].start_us
+    ramp_end = schedule.phases[-1].start_us
+    # Whether a stack collapses at all is its habit (several never do, docs/findings.md).
+    with outcomes.rare_trigger(), longlook.run(target, schedule, AFTER_COLLAPSE_PLAN, timeout_s=90) as obs:
+        obs.completed()
+        trace = obs.sender
+        mss = analysis.max_datagram(trace)
+        cuts = analysis.reductions(trace)
+        collapse = next((c for c in cuts if c.t_us >= dark_from and c.after <= 3 * mss and c.before >= 8 * mss), None)
+        if collapse is None:
+            outcomes.not_exercised("no collapse to about kMinimumWindow once the outage began")
+        series = [(t, c) for t, c, _, _ in analysis.cwnd_series(trace)]
+        # A sender that collapses again before it regrows (picoquic's timer inside
+        # the outage): the slow start judged follows the last of the chain.
+        for again in (c for c in cuts if c.t_us > collapse.t_us and c.after <= 3 * mss):
+            if any(collapse.t_us < t < again.t_us and w > 8 * mss for t, w in series):
+                break
+            collapse = again
+        prior = next((c for t, c in reversed(series) if t < dark_from), None)
+        ssthresh = collapse.ssthresh if collapse.ssthresh and collapse.ssthresh < 2**40 else \
+            (BETA[target.cc.family] * prior if prior else None)
+        if ssthresh is None or ssthresh < 16 * mss:
+            outcomes.not_exercised(f"the collapse ({collapse.describe()}) kept no ssthresh of 16 datagrams or "
+                                   f"more to aim for (ssthresh {ssthresh})")
+        rtts = [r for t, r in analysis.smoothed_rtt_us(trace) if t > collapse.t_us]
+        srtt = min(rtts) if rtts else 2.0 * schedule.phases[0].s2c.delay_us
+        records = obs.transfer_records()
+        signal = min((r.arr_us for r in records if r.arr_us > collapse.t_us
+                      and (r.fate == "dropped" or "ce" in r.marks)), default=float("inf"))
+        end = min(ramp_end, signal, series[-1][0])
+        # Acknowledgements of packets sent before the collapse grow no window: the
+        # slow start is read from those of packets sent after it.
+        exit_ = avoidance_starts(obs, trace, collapse.t_us, end, srtt, sent_after_us=collapse.t_us)
+        half = ssthresh / 2
+        reached = next((t for t, w in series if collapse.t_us < t <= end and w >= half), None)
+        if exit_ is None and reached is None:
+            outcomes.not_exercised(f"the slow start after {collapse.describe()} neither ended nor reached half its "
+                                   f"ssthresh ({half:.0f} B) while the path grew longer and nothing was dropped")
+        early = exit_ is not None and exit_[1] < half and (reached is None or exit_[0] < reached)
+        check(not early, "delay-exit-after-collapse", lambda: (
+            f"{target.id}: after {collapse.describe()} (persistent congestion, ssthresh {ssthresh:.0f} B), the "
+            f"slow start ended at t={exit_[0] / 1e6:.3f} s with the window at {exit_[1]} B, under half that "
+            f"ssthresh, with nothing dropped or marked, while the path's round trip rose each round: a delay-based "
+            f"exit (RFC 9406 §4.3: HyStart++ SHOULD be used only for the initial slow start)"
+        ), window_at_exit=exit_[1] if exit_ else 0, ssthresh=ssthresh)

@@ -86,6 +86,42 @@ def blackholes_then_longer() -> st.SearchStrategy[Schedule]:
     return st.builds(dark_then_longer, *LONG_DARK, st.integers(min_value=20, max_value=60))
 
 
+#: dark_then_rising_delay's ramp, a step every RAMP_STEP_MS: HyStart++ reads a full
+#: queue in a round whose minimum RTT exceeds the last round's by RttThresh, an eighth
+#: of it between 4 and 16 ms (RFC 9406 §4.2). The round trip grows by RAMP_SLOPE (ms
+#: a ms, so each round by that share of itself) until it reaches RAMP_KNEE_US, then
+#: by RAMP_CAP_US a round trip: over the threshold at every round trip, with margin,
+#: while the path lengthens no faster than it must.
+RAMP_STEP_MS, RAMP_SLOPE, RAMP_KNEE_US, RAMP_CAP_US = 20, 0.15, 128_000, 20_000
+
+
+def dark_then_rising_delay(base: BaseLink, seed: int, at_ms: int, dark_ms: int, ramp_ms: int) -> Schedule:
+    """`dark` (persistent congestion), and from the end of the outage for `ramp_ms` a
+    path growing longer round after round: the slow start after the collapse runs
+    while the round trip rises, which HyStart++ would read as a full queue (RFC 9406
+    §4.3 keeps it to the first slow start)."""
+    outage = dark(base, seed, at_ms, dark_ms)
+    light = outage.phases[2]
+    ramp, rtt_us = [], float(base.rtt_us)
+    for k in range(1, ramp_ms // RAMP_STEP_MS + 1):
+        slope = RAMP_SLOPE if rtt_us < RAMP_KNEE_US else RAMP_CAP_US / rtt_us
+        rtt_us += slope * RAMP_STEP_MS * 1000
+        longer = replace(light.s2c, delay_us=int(rtt_us) // 2)
+        ramp.append(Phase(light.start_us + k * RAMP_STEP_MS * 1000, longer, longer))
+    return replace(outage, phases=(*outage.phases, *ramp))
+
+
+@replayable
+def blackholes_then_rising_delay() -> st.SearchStrategy[Schedule]:
+    """big_bdp_blackholes' outages (persistent congestion on a window of hundreds of
+    datagrams, so the ssthresh kept is far above the few tens of datagrams at which a
+    delay-based exit reacts) followed by a round trip that rises every round for 4-5 s
+    (dark_then_rising_delay): the slow start after the collapse (wherever PTO back-off
+    puts the first probe that gets through, up to seconds after the outage) sees the
+    round trip rise in every round."""
+    return st.builds(dark_then_rising_delay, *BIG_BDP_DARK, st.integers(min_value=4000, max_value=5000))
+
+
 def ack_gap(base: BaseLink, seed: int, at_ms: int, gap_ms: int) -> Schedule:
     """A clean link whose acknowledgement direction (client → server) is dark from
     `at_ms` for `gap_ms`: the first ACK after the gap acknowledges everything the

@@ -196,12 +196,15 @@ def handshake_confirmed_us(view, direction: str = "s2c") -> float | None:
     return None
 
 
-def bytes_newly_acknowledged(view, t_from_us: float, t_to_us: float, slack_us: float = 1_000) -> int:
+def bytes_newly_acknowledged(view, t_from_us: float, t_to_us: float, slack_us: float = 1_000,
+                             sent_after_us: float | None = None) -> int:
     """Bytes of the sender's in-flight application packets that ACKs reaching it
     between the two times (widened by `slack_us` for the capture's clock against the
     stack's log) acknowledged for the first time: what slow start may have added to
     the window. Read off the wire's own accounting (harness.observe.join.wire_trace)
-    of the connection that sent the most."""
+    of the connection that sent the most. With `sent_after_us`, only packets sent after
+    it count: after a congestion event, packets sent before it grow no window (RFC
+    9002 §7.3.2)."""
     from harness.observe.join import wire_trace
 
     conn = busiest_connection(view)
@@ -209,7 +212,8 @@ def bytes_newly_acknowledged(view, t_from_us: float, t_to_us: float, slack_us: f
         return 0
     trace = wire_trace(view, conn)
     # ACK-only packets are not in flight: acknowledging them opens nothing.
-    sizes = {(p.space, p.pn): p.size or 0 for p in trace.of(PacketSent) if p.ack_eliciting}
+    sizes = {(p.space, p.pn): p.size or 0 for p in trace.of(PacketSent)
+             if p.ack_eliciting and (sent_after_us is None or p.t_us > sent_after_us)}
     return sum(sizes.get((a.space, a.pn), 0) for a in trace.of(PacketAcked)
                if a.space == "application" and t_from_us - slack_us < a.t_us <= t_to_us + slack_us)
 
@@ -236,7 +240,8 @@ def initial_window_floor(view) -> tuple[int, float, int, int] | None:
     if conn is None:
         return None
     trace = wire_trace(view, conn)
-    sizes = {(p.space, p.pn): p.size or 0 for p in trace.of(PacketSent) if p.ack_eliciting}
+    sizes = {(p.space, p.pn): p.size or 0 for p in trace.of(PacketSent)
+             if p.ack_eliciting and (sent_after_us is None or p.t_us > sent_after_us)}
     allowance, best = 0, None
     for e in trace.events:
         if isinstance(e, PacketAcked) and (e.space, e.pn) in sizes:

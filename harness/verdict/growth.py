@@ -15,11 +15,13 @@ from harness.run import Inconclusive
 from harness.verdict import analysis
 
 
-def growth_slowed_at(obs, trace, t_from_us: float, t_to_us: float, span_us: float) -> float | None:
+def growth_slowed_at(obs, trace, t_from_us: float, t_to_us: float, span_us: float,
+                     sent_after_us: float | None = None) -> float | None:
     """The start of the first span of `span_us` from `t_from_us` in which the window
     grew by at most half the bytes newly acknowledged on the wire (at least four
-    datagrams of them): conservative slow start (RFC 9406 §4.2) or congestion
-    avoidance, where the log names neither (tquic)."""
+    datagrams of them; of packets sent after `sent_after_us`, if given): conservative
+    slow start (RFC 9406 §4.2) or congestion avoidance, where the log names neither
+    (tquic)."""
     series = analysis.cwnd_series(trace)
     mss = analysis.max_datagram(trace)
 
@@ -30,7 +32,7 @@ def growth_slowed_at(obs, trace, t_from_us: float, t_to_us: float, span_us: floa
     while t + span_us <= t_to_us:
         w0, w1 = window_at(t), window_at(t + span_us)
         try:
-            acked = analysis.bytes_newly_acknowledged(obs.wire, t, t + span_us)
+            acked = analysis.bytes_newly_acknowledged(obs.wire, t, t + span_us, sent_after_us=sent_after_us)
         except Inconclusive:
             return None
         if w0 is not None and w1 is not None and acked >= 4 * mss and w1 - w0 <= acked / 2:
@@ -39,7 +41,8 @@ def growth_slowed_at(obs, trace, t_from_us: float, t_to_us: float, span_us: floa
     return None
 
 
-def avoidance_starts(obs, trace, after_us: float, t_to_us: float, span_us: float) -> tuple[float, int] | None:
+def avoidance_starts(obs, trace, after_us: float, t_to_us: float, span_us: float,
+                     sent_after_us: float | None = None) -> tuple[float, int] | None:
     """(time, window) at which the slow start that follows `after_us` ends: the first
     window at or above the ssthresh the sender logged after `after_us`, where it logs
     one (a stack's own word for where congestion avoidance begins), else where growth
@@ -49,7 +52,7 @@ def avoidance_starts(obs, trace, after_us: float, t_to_us: float, span_us: float
     logged = next(((t, c) for t, c, _, ss in series if ss is not None and c >= ss), None)
     if logged is not None:
         return logged
-    slowed = growth_slowed_at(obs, trace, after_us, t_to_us, span_us)
+    slowed = growth_slowed_at(obs, trace, after_us, t_to_us, span_us, sent_after_us)
     if slowed is None:
         return None
     return slowed, next((c for t, c, *_ in reversed(analysis.cwnd_series(trace)) if t <= slowed), 0)
