@@ -85,6 +85,8 @@ CASES = [
      "tests.mutants.cubic_no_fast_convergence:CubicNoFastConvergence", "above-lowered-curve"),
     ("properties/test_cubic_epochs.py::test_cubic_undoes_a_cut_only_when_its_losses_were_spurious",
      "tests.mutants.cubic_undo_every_cut:CubicUndoEveryCut", "undo-of-real-loss"),
+    ("properties/test_hystart.py::test_slow_start_after_a_collapse_ends_at_ssthresh_not_on_delay",
+     "tests.mutants.delay_exit_every_slow_start:DelayExitEverySlowStart", "delay-exit-after-collapse"),
     ("properties/test_cubic_epochs.py::test_cubic_keeps_its_window_when_a_loss_proves_spurious_late",
      "tests.mutants.cubic_late_undo:CubicLateUndo", "late-undo"),
     ("properties/test_cubic_epochs.py::test_cubic_curve_is_no_steeper_than_its_constant",
