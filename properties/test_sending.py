@@ -27,6 +27,7 @@ from harness.schedule.strategies import BaseLink
 from harness.verdict import analysis, outcomes
 from harness.verdict.blackhole import hit_the_transfer, probe_datagrams, quiet_period
 from harness.verdict.deviation import check
+from harness.verdict.idle_probes import idle_probe_bursts
 
 PLAN = TransferPlan(sizes=(1_000_000,))
 #: Long enough that a blackhole drawn by long_blackholes() falls inside the transfer.
@@ -267,3 +268,38 @@ def test_probe_bursts_are_at_most_two_datagrams(longlook, target, schedule):
             f"{(bursts[worst][1] - bursts[worst][0]) / 1e3:.1f} ms (bursts: {counts[:12]}); §6.2.4 allows "
             f"{MAX_PROBE_DATAGRAMS}"
         ), datagrams=counts[worst], bytes=size)
+
+
+#: RFC 9002 §6.2.4's example: a small first object, then a pause that outlasts the
+#: outage and its probe timeouts before the second is asked for.
+IDLE_PROBE_PLAN = TransferPlan(sizes=(4_000, 40_000), testcase="appidle", think_ms=4_000)
+
+
+@example(schedule=strategies.first_object_late(BaseLink(), 0, 300, 1000))
+@given(schedule=strategies.first_objects_late())
+def test_probes_with_nothing_to_send_are_one_packet(longlook, target, schedule):
+    """RFC 9002 §6.2.4: "When there is no data to send, the sender SHOULD send a PING
+    or other ack-eliciting frame in a single packet, re-arming the PTO timer." The
+    first object's datagrams arrive hundreds of milliseconds late while the data
+    direction is dark (first_object_late), so the sender's probes retransmit the data
+    into the dark, and then the late originals are acknowledged: its probes are in
+    flight with nothing left to send. Each burst of ack-eliciting datagrams it then
+    sends carrying no new data (idle_probes.idle_probe_bursts: an expiry's datagrams,
+    less than a round trip apart with no acknowledgement with news between) must be
+    one datagram. Trigger: such a burst."""
+    with longlook.run(target, schedule, IDLE_PROBE_PLAN, timeout_s=60) as obs:
+        obs.completed()
+        view = obs.wire
+        conn = analysis.busiest_connection(view)
+        rtt_us = 2 * schedule.phases[0].s2c.delay_us
+        bursts = idle_probe_bursts(view, conn, PROBE_SILENCE_RTT * min(_min_rtt_us(obs.sender, schedule), rtt_us))
+        if not bursts:
+            outcomes.not_exercised("the sender sent nothing ack-eliciting while every byte it had sent was "
+                                   "acknowledged (no probe timeout with nothing to send)")
+        worst = max(bursts, key=lambda b: b.datagrams)
+        check(worst.datagrams <= 1, "idle-probe-not-single", lambda: (
+            f"{target.id}: with every STREAM byte it had sent acknowledged, a probe at t={worst.first_us / 1e6:.3f} s "
+            f"took {worst.datagrams} datagrams ({worst.describe()}); of {len(bursts)} such probe(s), the sizes "
+            f"were {[b.datagrams for b in bursts][:12]} (RFC 9002 §6.2.4: with no data to send, a PING or other "
+            f"ack-eliciting frame in a single packet)"
+        ), datagrams=worst.datagrams, probes=len(bursts))

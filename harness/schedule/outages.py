@@ -122,6 +122,33 @@ def blackholes_then_rising_delay() -> st.SearchStrategy[Schedule]:
     return st.builds(dark_then_rising_delay, *BIG_BDP_DARK, st.integers(min_value=4000, max_value=5000))
 
 
+def first_object_late(base: BaseLink, seed: int, late_ms: int, dark_ms: int) -> Schedule:
+    """What the sender sends from one RTT to two in (the first object's data, after its
+    handshake flight) reaches the client `late_ms` late, and the data direction is
+    dark from two RTTs in until `dark_ms` after those datagrams arrive: the sender's
+    probe timeout retransmits the data into the dark, then the late originals are
+    acknowledged, so its probes are in flight with nothing left to send (RFC 9002
+    §6.2.4's own example). The path comes back once the delayed datagrams are in, so
+    none overtakes them."""
+    clean = base.settings()
+    late = replace(clean, delay_us=clean.delay_us + late_ms * 1000)
+    return Schedule(seed=seed, phases=(
+        Phase(0, clean, clean),
+        Phase(base.rtt_us, clean, late),
+        Phase(2 * base.rtt_us, clean, replace(clean, blackhole=True)),
+        Phase(2 * base.rtt_us + (late_ms + dark_ms) * 1000, clean, clean),
+    ))
+
+
+@replayable
+def first_objects_late() -> st.SearchStrategy[Schedule]:
+    """first_object_late on the base links, the first object's datagrams 200-600 ms
+    late (longer than a first probe timeout), dark for 0.5-1.5 s after they arrive:
+    several probe timeouts with nothing to send."""
+    return st.builds(first_object_late, base_links, seeds, st.integers(min_value=200, max_value=600),
+                     st.integers(min_value=500, max_value=1500))
+
+
 def ack_gap(base: BaseLink, seed: int, at_ms: int, gap_ms: int) -> Schedule:
     """A clean link whose acknowledgement direction (client → server) is dark from
     `at_ms` for `gap_ms`: the first ACK after the gap acknowledges everything the

@@ -351,6 +351,8 @@ from harness.schedule.outages import (  # noqa: E402,F401
     dark_then_longer,
     dark_then_rising_delay,
     early_ack_gaps,
+    first_object_late,
+    first_objects_late,
     long_blackholes,
     rate_halved,
     rate_halvings,
