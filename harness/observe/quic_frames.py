@@ -101,9 +101,12 @@ class NewConnectionId:
 
 @dataclass(frozen=True, slots=True)
 class Other:
-    """Any other frame, by its RFC 9000 name (e.g. "max_data", "handshake_done")."""
+    """Any other frame, by its RFC 9000 name (e.g. "max_data", "handshake_done"); a
+    frame whose body is varints keeps them (a limit's value, a sequence number), so
+    that two frames of one kind can be told apart."""
 
     name: str
+    args: tuple[int, ...] = ()
 
 
 #: Frames that do not make a packet ack-eliciting (RFC 9002 §2).
@@ -159,9 +162,7 @@ def _pull_frame(buf: Buffer, payload: bytes):
         return Crypto(offset, buf.pull_bytes(buf.pull_uint_var()))
     if ftype in _VARINT_FRAMES:
         name, count = _VARINT_FRAMES[ftype]
-        for _ in range(count):
-            buf.pull_uint_var()
-        return Other(name)
+        return Other(name, tuple(buf.pull_uint_var() for _ in range(count)))
     if ftype in _FIXED_BYTES:
         name, size = _FIXED_BYTES[ftype]
         buf.pull_bytes(size)

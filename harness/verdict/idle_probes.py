@@ -7,10 +7,12 @@ runs, but nothing is left to send. "When there is no data to send, the sender SH
 send a PING or other ack-eliciting frame in a single packet."
 
 The sender has nothing to send, here, when the acknowledgements that have reached it
-cover every STREAM byte (and FIN) it has sent, and its HANDSHAKE_DONE if it sent one:
-frames that only raise a limit are not data. An ack-eliciting datagram it sends then,
-carrying no STREAM byte it had not sent before, answers no new request: it is a probe
-(or a keep-alive). Such datagrams sent one after another, less than `gap_us` apart and
+cover every STREAM byte (and FIN) and 1-RTT CRYPTO byte it has sent, and some copy of every other frame it
+has sent that is repeated until acknowledged (RFC 9000 §13.3: HANDSHAKE_DONE,
+NEW_CONNECTION_ID by its sequence number, a limit or RETIRE_CONNECTION_ID by its values,
+the rest by name). An ack-eliciting datagram it sends then,
+carrying nothing it had not sent before and not sent upon an arrival from the peer
+(within ANSWER_US: an answer to it), is a probe (or a keep-alive). Such datagrams sent one after another, less than `gap_us` apart and
 with no acknowledgement with news between them, are one burst: one timer's expiry.
 """
 
@@ -18,10 +20,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.observe.quic_frames import Stream
+from harness.observe.quic_frames import Crypto, Stream
 
-#: Frames that are not data: what a sender with nothing to send may still put in a probe.
-NOT_DATA = ("ack", "padding", "ping")
+#: Frames that are not data: what a sender with nothing to send may still put in a probe
+#: (STREAM and CRYPTO are data accounted by their bytes; CONNECTION_CLOSE ends it all).
+NOT_OWED = frozenset({"ack", "padding", "ping", "stream", "crypto", "connection_close", "immediate_ack"})
+
+
+#: A send this soon after an arrival from the peer answers it (µs): RFC 9002's kGranularity.
+ANSWER_US = 1_000
+
+
+def _owed_key(f) -> tuple:
+    """What a frame repeated until acknowledged stands for: a NEW_CONNECTION_ID its
+    sequence number, a frame of varints (a limit, RETIRE_CONNECTION_ID) its values, any
+    other its name."""
+    if getattr(f, "name", "") == "new_connection_id":
+        return (f.name, f.seq)
+    return (getattr(f, "name", "?"), *getattr(f, "args", ()))
 
 
 def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -36,6 +52,18 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 def _covers(acked: list[tuple[int, int]], sent: list[tuple[int, int]]) -> bool:
     return all(any(a <= lo and hi <= b for a, b in acked) for lo, hi in sent)
+
+
+def _extents(frames) -> list[tuple[object, int, int, bool]]:
+    """(key, offset, length, fin) of each frame carrying bytes: a STREAM frame by its
+    stream, the 1-RTT CRYPTO stream (session tickets) as one more."""
+    out = []
+    for f in frames:
+        if isinstance(f, Stream):
+            out.append((f.stream_id, f.offset, f.length, f.fin))
+        elif isinstance(f, Crypto):
+            out.append(("crypto", f.offset, len(f.data), False))
+    return out
 
 
 @dataclass
@@ -57,48 +85,52 @@ class _Ledger:
     """What the sender has sent and what the acknowledgements that reached it cover."""
 
     def __init__(self) -> None:
-        self.sent: dict[int, list[tuple[int, int]]] = {}
-        self.acked: dict[int, list[tuple[int, int]]] = {}
-        self.fins: dict[int, bool] = {}  # stream: its FIN acknowledged
-        self.by_pn: dict[int, list] = {}
-        self.done_pns: set[int] = set()
-        self.done_acked = True  # no HANDSHAKE_DONE sent yet: nothing owed
+        self.sent: dict[object, list[tuple[int, int]]] = {}  # by stream (or "crypto"): byte spans
+        self.acked: dict[object, list[tuple[int, int]]] = {}
+        self.fins: dict[object, bool] = {}  # stream: its FIN acknowledged
+        self.by_pn: dict[int, tuple[list, set]] = {}  # unacknowledged: its extents, owed keys
+        self.owed: set[tuple] = set()  # frames sent that no acknowledged packet carried yet
+        self.settled: set[tuple] = set()  # frames some acknowledged packet carried
+        self.ever: set[tuple] = set()  # frames sent at all
 
     def idle(self) -> bool:
-        return self.done_acked and all(self.fins.values()) and all(
+        return not self.owed and all(self.fins.values()) and all(
             _covers(self.acked.get(s, []), spans) for s, spans in self.sent.items())
 
     def news_data(self, frames) -> bool:
-        """Whether `frames` carry a STREAM byte (or FIN) not sent before."""
-        for f in frames:
-            if isinstance(f, Stream):
-                spans = self.sent.get(f.stream_id, [])
-                if f.length and not _covers(spans, [(f.offset, f.offset + f.length)]):
-                    return True
-                if f.fin and f.stream_id not in self.fins:
-                    return True
+        """Whether `frames` carry a STREAM byte (or FIN), or a frame repeated until
+        acknowledged, not sent before."""
+        if any(getattr(f, "name", "?") not in NOT_OWED and _owed_key(f) not in self.ever for f in frames):
+            return True
+        for key, offset, length, fin in _extents(frames):
+            if length and not _covers(self.sent.get(key, []), [(offset, offset + length)]):
+                return True
+            if fin and key not in self.fins:
+                return True
         return False
 
     def on_sent(self, pn: int, frames) -> None:
-        streams = [f for f in frames if isinstance(f, Stream)]
-        self.by_pn[pn] = streams
-        for f in streams:
-            if f.length:
-                self.sent[f.stream_id] = _merge([*self.sent.get(f.stream_id, []), (f.offset, f.offset + f.length)])
-            if f.fin:
-                self.fins.setdefault(f.stream_id, False)
-        if any(getattr(f, "name", "") == "handshake_done" for f in frames):
-            self.done_pns.add(pn)
-            self.done_acked = False
+        extents = _extents(frames)
+        keys = {_owed_key(f) for f in frames if getattr(f, "name", "?") not in NOT_OWED}
+        self.by_pn[pn] = (extents, keys)
+        for key, offset, length, fin in extents:
+            if length:
+                self.sent[key] = _merge([*self.sent.get(key, []), (offset, offset + length)])
+            if fin:
+                self.fins.setdefault(key, False)
+        # A copy acknowledged before settles a key for good; a first send owes it.
+        self.owed |= keys - self.settled
+        self.ever |= keys
 
     def on_acked(self, pn: int) -> None:
-        for f in self.by_pn.pop(pn, []):
-            if f.length:
-                self.acked[f.stream_id] = _merge([*self.acked.get(f.stream_id, []), (f.offset, f.offset + f.length)])
-            if f.fin:
-                self.fins[f.stream_id] = True
-        if pn in self.done_pns:
-            self.done_acked = True
+        extents, keys = self.by_pn.pop(pn, ([], set()))
+        for key, offset, length, fin in extents:
+            if length:
+                self.acked[key] = _merge([*self.acked.get(key, []), (offset, offset + length)])
+            if fin:
+                self.fins[key] = True
+        self.owed -= keys
+        self.settled |= keys
 
 
 def idle_probe_bursts(view, conn: int, gap_us: float, sender: str = "s2c") -> list[IdleBurst]:
@@ -106,7 +138,7 @@ def idle_probe_bursts(view, conn: int, gap_us: float, sender: str = "s2c") -> li
     connection `conn` sent with nothing to send, in time order."""
     ledger = _Ledger()
     bursts: list[IdleBurst] = []
-    last_news = float("-inf")
+    last_news = last_arrival = float("-inf")
     largest = -1
     for d in view.datagrams:
         if d.conn != conn:
@@ -114,7 +146,10 @@ def idle_probe_bursts(view, conn: int, gap_us: float, sender: str = "s2c") -> li
         app = [p for p in d.packets if p.space == "application" and p.pn is not None]
         if d.entered and d.direction == sender:
             frames = [f for p in app for f in p.frames]
-            if any(p.ack_eliciting for p in app) and ledger.idle() and not ledger.news_data(frames):
+            # Sent upon an arrival from the peer (within a timer granularity): an
+            # answer to it (an acknowledgement, a loss it revealed), not a timer's.
+            answer = d.t_us - last_arrival <= ANSWER_US
+            if any(p.ack_eliciting for p in app) and not answer and ledger.idle() and not ledger.news_data(frames):
                 names = tuple(getattr(f, "name", "?") for f in frames)
                 last = bursts[-1] if bursts else None
                 if last and d.t_us - last.sends[-1][0] < gap_us and last_news <= last.first_us:
@@ -124,6 +159,7 @@ def idle_probe_bursts(view, conn: int, gap_us: float, sender: str = "s2c") -> li
             for p in app:
                 ledger.on_sent(p.pn, p.frames)
         elif not d.entered and d.direction != sender:
+            last_arrival = d.t_us
             for p in app:
                 for f in p.frames:
                     if getattr(f, "name", "") != "ack":
