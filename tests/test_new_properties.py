@@ -33,6 +33,8 @@ CASES = [
      "tests.mutants.ack_only_probes:AckOnlyProbes", "probe-not-ack-eliciting"),
     ("properties/test_sending.py::test_probe_bursts_are_at_most_two_datagrams",
      "tests.mutants.probe_burst_of_five:ProbeBurstOfFive", "probe-burst-too-long"),
+    ("properties/test_sending.py::test_probes_with_nothing_to_send_are_one_packet",
+     "tests.mutants.two_idle_probes:TwoIdleProbes", "idle-probe-not-single"),
     ("properties/test_bytes_in_flight.py::test_probes_count_in_flight",
      "tests.mutants.probes_not_in_flight:ProbesNotInFlight", "probes-not-in-flight"),
     ("properties/test_pacing.py::test_bursts_stay_within_the_initial_window",
