@@ -80,14 +80,18 @@ def test_data_owed_or_new_makes_no_probe():
     assert [(b.first_us, b.datagrams) for b in bursts] == [(1_000_000, 1)]
 
 
-def test_news_between_datagrams_splits_bursts():
-    """An acknowledgement with news between two datagrams ends the first burst; without
-    news, datagrams further apart than the gap are separate expiries too."""
+def test_a_burst_follows_a_silence_and_ends_at_news():
+    """A burst begins at least the gap after the sender's last ack-eliciting send (a
+    send sooner is paced, not a timer's) and takes the datagrams less than half the
+    gap apart after it; an acknowledgement with news between ends it."""
     v = View(dg(0, "s2c", pkt(1, DATA)),
              dg(10_000, "c2s", pkt(7, ack((1, 1)))),
-             dg(100_000, "s2c", pkt(2, Other("ping"))),
-             dg(105_000, "c2s", pkt(8, ack((1, 2)))),
-             dg(110_000, "s2c", pkt(3, Other("ping"))),
-             dg(200_000, "s2c", pkt(4, Other("ping"))))
+             dg(20_000, "s2c", pkt(2, Stream(0, 0, 500, False))),  # 20 ms after the last send: paced
+             dg(100_000, "s2c", pkt(3, Other("ping"))),
+             dg(110_000, "s2c", pkt(4, Other("ping"))),  # the same expiry
+             dg(200_000, "s2c", pkt(5, Other("ping"))),
+             dg(205_000, "c2s", pkt(8, ack((1, 5)))),
+             dg(210_000, "s2c", pkt(6, Other("ping"))),  # after news: no longer that burst, and too soon
+             dg(300_000, "s2c", pkt(9, Other("ping"))))
     assert [(b.first_us, b.datagrams) for b in idle_probe_bursts(v, 0, GAP_US)] == [
-        (100_000, 1), (110_000, 1), (200_000, 1)]
+        (100_000, 2), (200_000, 1), (300_000, 1)]

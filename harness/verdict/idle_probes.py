@@ -12,8 +12,11 @@ has sent that is repeated until acknowledged (RFC 9000 §13.3: HANDSHAKE_DONE,
 NEW_CONNECTION_ID by its sequence number, a limit or RETIRE_CONNECTION_ID by its values,
 the rest by name). An ack-eliciting datagram it sends then,
 carrying nothing it had not sent before and not sent upon an arrival from the peer
-(within ANSWER_US: an answer to it), is a probe (or a keep-alive). Such datagrams sent one after another, less than `gap_us` apart and
-with no acknowledgement with news between them, are one burst: one timer's expiry.
+(within ANSWER_US: an answer to it), is a probe (or a keep-alive) when it follows the
+sender's last ack-eliciting send by at least `gap_us` (a probe timeout is longer than
+the round trip; a paced retransmission follows the last send closely). The datagrams
+after it, each less than half `gap_us` after the one before and with no acknowledgement
+with news between, are the same burst: one timer's expiry.
 """
 
 from __future__ import annotations
@@ -138,7 +141,7 @@ def idle_probe_bursts(view, conn: int, gap_us: float, sender: str = "s2c") -> li
     connection `conn` sent with nothing to send, in time order."""
     ledger = _Ledger()
     bursts: list[IdleBurst] = []
-    last_news = last_arrival = float("-inf")
+    last_news = last_arrival = last_eliciting = float("-inf")
     largest = -1
     for d in view.datagrams:
         if d.conn != conn:
@@ -149,13 +152,16 @@ def idle_probe_bursts(view, conn: int, gap_us: float, sender: str = "s2c") -> li
             # Sent upon an arrival from the peer (within a timer granularity): an
             # answer to it (an acknowledgement, a loss it revealed), not a timer's.
             answer = d.t_us - last_arrival <= ANSWER_US
-            if any(p.ack_eliciting for p in app) and not answer and ledger.idle() and not ledger.news_data(frames):
+            eliciting = any(p.ack_eliciting for p in app)
+            if eliciting and not answer and ledger.idle() and not ledger.news_data(frames):
                 names = tuple(getattr(f, "name", "?") for f in frames)
                 last = bursts[-1] if bursts else None
-                if last and d.t_us - last.sends[-1][0] < gap_us and last_news <= last.first_us:
+                if last and d.t_us - last.sends[-1][0] < gap_us / 2 and last_news <= last.first_us:
                     last.sends.append((d.t_us, names))
-                else:
+                elif d.t_us - last_eliciting >= gap_us:
                     bursts.append(IdleBurst(d.t_us, [(d.t_us, names)]))
+            if eliciting:
+                last_eliciting = d.t_us
             for p in app:
                 ledger.on_sent(p.pn, p.frames)
         elif not d.entered and d.direction != sender:
