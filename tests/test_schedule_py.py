@@ -179,3 +179,44 @@ def test_the_server_dark_handshake_drops_the_server_direction_from_the_start_the
     assert [(p.start_us, p.c2s.blackhole, p.s2c.blackhole) for p in s.phases] == [(0, None, True),
                                                                                   (1_500_000, None, None)]
     assert s.phases[0].s2c.delay_us == 5_000 and not s.actions
+
+
+def test_the_late_spurious_loss_delays_one_datagram_on_a_queue_that_deepens():
+    """RFC 9438 §4.9.2's schedule: a six-datagram queue slow start overflows, a queue
+    nothing fills from the deepening on, and one datagram of the data direction delayed."""
+    from harness.schedule import strategies
+
+    s = strategies.late_spurious_loss(strategies.BaseLink(rate_bps=2_000_000, rtt_us=10_000), 0, 200, 120, 300)
+    assert [p.start_us for p in s.phases] == [0, 200_000]
+    assert s.phases[0].s2c.queue_bytes == 6 * strategies.MTU
+    assert s.phases[1].s2c.queue_bytes == strategies.LOSSLESS_QUEUE_BYTES
+    assert [(a.dir, a.index, a.action, a.extra_us) for a in s.actions] == [("s2c", 120, "delay", 300_000)]
+
+
+def test_the_rising_delay_after_an_outage_outruns_hystart_thresholds_every_round():
+    """RFC 9406 §4.3's schedule: after the outage the round trip grows, every round, by
+    more than HyStart++'s RttThresh (an eighth of it, between 4 and 16 ms), and never
+    shrinks (a shorter path would reorder)."""
+    from harness.schedule import strategies
+
+    base = strategies.BaseLink(rate_bps=30_000_000, rtt_us=80_000)
+    s = strategies.dark_then_rising_delay(base, 0, 1200, 1200, 4500)
+    assert s.phases[1].s2c.blackhole and s.phases[2].start_us == 2_400_000
+    ramp = [(p.start_us, 2 * p.s2c.delay_us) for p in s.phases[2:]]
+    assert all(b[1] >= a[1] for a, b in zip(ramp, ramp[1:]))
+    for (t0, rtt0), (t1, rtt1) in zip(ramp, ramp[1:]):
+        per_round = (rtt1 - rtt0) / (t1 - t0) * rtt0  # µs the round trip grows in one round trip
+        assert per_round > max(4_000, min(rtt0 / 8, 16_000)), (t0, rtt0, per_round)
+    assert ramp[-1][0] - ramp[0][0] >= 4_400_000
+
+
+def test_the_first_object_late_delays_then_darkens_the_data_direction_until_its_datagrams_are_in():
+    """RFC 9002 §6.2.4's schedule: what leaves one to two RTTs in is late, the data
+    direction is dark from two RTTs until those late datagrams are in and `dark_ms`
+    after, then clean, so nothing overtakes them."""
+    from harness.schedule import strategies
+
+    s = strategies.first_object_late(strategies.BaseLink(rtt_us=40_000), 0, 300, 1000)
+    assert [(p.start_us, p.s2c.delay_us, p.s2c.blackhole) for p in s.phases] == [
+        (0, 20_000, None), (40_000, 320_000, None), (80_000, 20_000, True), (1_380_000, 20_000, None)]
+    assert all(p.c2s.delay_us == 20_000 and not p.c2s.blackhole for p in s.phases)
