@@ -77,6 +77,7 @@ def test_client_probes_cover_every_space_in_flight(longlook, target, schedule):
 
 @example(schedule=handshake.server_first_flight_dropped(BaseLink(rtt_us=40_000), 0, 2, 2))
 @example(schedule=handshake.server_first_flight_dropped(BaseLink(rtt_us=40_000), 0, 2, 2, client_first=2))
+@example(schedule=handshake.server_first_flight_dropped(BaseLink(rtt_us=40_000), 0, 3, 2, client_first=2))
 @given(schedule=handshake.server_first_flights_dropped())
 def test_server_probes_cover_every_space_in_flight(longlook, target, schedule):
     """RFC 9002 §6.2.4, the server's case: its first flight (Initial and Handshake
@@ -107,6 +108,7 @@ SAME_SEND_US = CLIENT_PROBE_BURST_US
 
 @example(schedule=handshake.server_first_flight_dropped(BaseLink(rtt_us=40_000), 0, 2, 2))
 @example(schedule=handshake.server_first_flight_dropped(BaseLink(rtt_us=40_000), 0, 2, 2, client_first=2))
+@example(schedule=handshake.server_first_flight_dropped(BaseLink(rtt_us=40_000), 0, 3, 2, client_first=2))
 @given(schedule=handshake.server_first_flights_dropped())
 def test_server_probes_the_space_whose_timer_is_earlier(longlook, target, schedule):
     """RFC 9002 §6.2.1: "When ack-eliciting packets in multiple packet number spaces
