@@ -240,8 +240,7 @@ def initial_window_floor(view) -> tuple[int, float, int, int] | None:
     if conn is None:
         return None
     trace = wire_trace(view, conn)
-    sizes = {(p.space, p.pn): p.size or 0 for p in trace.of(PacketSent)
-             if p.ack_eliciting and (sent_after_us is None or p.t_us > sent_after_us)}
+    sizes = {(p.space, p.pn): p.size or 0 for p in trace.of(PacketSent) if p.ack_eliciting}
     allowance, best = 0, None
     for e in trace.events:
         if isinstance(e, PacketAcked) and (e.space, e.pn) in sizes:
