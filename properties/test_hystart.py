@@ -18,7 +18,7 @@ from hypothesis import example, given
 from harness.observe.events import CongestionState, Metrics
 from harness.run import Inconclusive
 from harness.schedule import TransferPlan, strategies
-from harness.verdict import analysis, outcomes
+from harness.verdict import analysis, growth, outcomes
 from harness.verdict.bounds import BETA
 from harness.verdict.deviation import check
 from harness.verdict.growth import avoidance_starts, growth_slowed_at
@@ -261,16 +261,10 @@ def test_slow_start_after_a_collapse_ends_at_ssthresh_not_on_delay(longlook, tar
         trace = obs.sender
         mss = analysis.max_datagram(trace)
         cuts = analysis.reductions(trace)
-        collapse = next((c for c in cuts if c.t_us >= dark_from and c.after <= 3 * mss and c.before >= 8 * mss), None)
+        series = [(t, c) for t, c, _, _ in analysis.cwnd_series(trace)]
+        collapse = growth.last_collapse(cuts, series, dark_from, mss)
         if collapse is None:
             outcomes.not_exercised("no collapse to about kMinimumWindow once the outage began")
-        series = [(t, c) for t, c, _, _ in analysis.cwnd_series(trace)]
-        # A sender that collapses again before it regrows (picoquic's timer inside
-        # the outage): the slow start judged follows the last of the chain.
-        for again in (c for c in cuts if c.t_us > collapse.t_us and c.after <= 3 * mss):
-            if any(collapse.t_us < t < again.t_us and w > 8 * mss for t, w in series):
-                break
-            collapse = again
         # The ssthresh the slow start aims for: what the congestion event behind the
         # collapse set, β of the window it fell from, or less where the log says so
         # (a value logged earlier and carried along may be stale: never more).

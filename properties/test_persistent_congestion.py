@@ -226,16 +226,10 @@ def test_cubic_regrows_from_the_window_it_restarts_with(longlook, target, schedu
         mss = analysis.max_datagram(trace)
         dark_from = schedule.phases[1].start_us
         cuts = analysis.reductions(trace)
-        collapse = next((c for c in cuts if c.t_us >= dark_from and c.after <= 3 * mss and c.before >= 8 * mss), None)
+        series = [(t, c) for t, c, _, _ in analysis.cwnd_series(trace)]
+        collapse = growth.last_collapse(cuts, series, dark_from, mss)
         if collapse is None:
             outcomes.not_exercised("no collapse to about kMinimumWindow once the outage began")
-        series = [(t, c) for t, c, _, _ in analysis.cwnd_series(trace)]
-        # A sender that collapses on a timer inside the outage (picoquic) may do so
-        # again before it regrows: the stage judged follows the last of the chain.
-        for again in (c for c in cuts if c.t_us > collapse.t_us and c.after <= 3 * mss):
-            if any(collapse.t_us < t < again.t_us and w > 8 * mss for t, w in series):
-                break
-            collapse = again
         prior = next((c for t, c in reversed(series) if t < dark_from), None)
         rtts = [s for t, s in analysis.smoothed_rtt_us(trace) if t > collapse.t_us]
         if prior is None or not rtts:

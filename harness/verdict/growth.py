@@ -246,3 +246,18 @@ def cwnd_limited_growth(obs, trace, t_from_us: float, t_to_us: float, mss: int) 
             out.append((t, per_ack[t], logs[j][1] - held))
         last = j
     return LimitedGrowth(tuple(out))
+
+
+def last_collapse(cuts: list, series: list[tuple[float, int]], after_us: float, mss: int):
+    """The collapse to about kMinimumWindow (from eight datagrams or more) the outage
+    beginning at `after_us` brought, or None. A sender that collapses on a timer inside
+    the outage (picoquic) may do so again before it regrows: the last of that chain,
+    after which the window grows past eight datagrams, is the one a regrowth follows."""
+    collapse = next((c for c in cuts if c.t_us >= after_us and c.after <= 3 * mss and c.before >= 8 * mss), None)
+    if collapse is None:
+        return None
+    for again in (c for c in cuts if c.t_us > collapse.t_us and c.after <= 3 * mss):
+        if any(collapse.t_us < t < again.t_us and w > 8 * mss for t, w in series):
+            break
+        collapse = again
+    return collapse
