@@ -357,3 +357,4 @@ from harness.schedule.outages import (  # noqa: E402,F401
     rate_halved,
     rate_halvings,
 )
+from harness.schedule.delay_steps import LONG_STEP, SHORT_STEP, delay_step, delay_steps, step_of  # noqa: E402,F401
