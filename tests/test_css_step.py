@@ -24,24 +24,33 @@ def test_stretches_run_from_css_to_the_next_other_state():
                                           css.Stretch(600, 900, None)]
 
 
-def _samples(step_from, step_to, extra, rtt=80_000, every=5_000, until=2_000_000):
-    """A sample every 5 ms: the base round trip, plus `extra` from `step_from` to `step_to`."""
-    return [(t, rtt + (extra if step_from <= t < step_to else 0)) for t in range(0, until, every)]
+def _samples(rtt_of, every=5_000, until=2_000_000):
+    """A packet sent every 5 ms, its sample (arrival, RTT) with the RTT `rtt_of(send)`."""
+    return [(t + rtt_of(t), rtt_of(t)) for t in range(0, until, every)]
 
 
-def test_read_step_finds_the_rise_and_the_fall_against_the_floor_before_it():
-    samples = _samples(400_000, 800_000, 30_000)
-    step = css.read_step(samples, 300_000, 700_000, 30_000)
-    assert (step.floor_us, step.thresh_us, step.rise_us, step.fall_us) == (80_000, 10_000, 400_000, 800_000)
+def _step(t, start=300_000, end=700_000, rtt=80_000, extra=30_000, after=80_000):
+    return rtt + extra if start <= t < end else (after if t >= end else rtt)
+
+
+def test_read_step_finds_the_rise_and_the_fall_by_the_packets_sent_in_and_after_it():
+    step = css.read_step(_samples(_step), 300_000, 700_000, 30_000)
+    # Sent at 0.3 s, back 0.41 s later; sent at 0.7 s, back at 0.78 s.
+    assert (step.floor_us, step.thresh_us, step.rise_us, step.fall_us) == (80_000, 10_000, 410_000, 780_000)
     assert step.long_rtt_us == 110_000
-    assert css.exit_deadline_us(step) == 620_000
+    assert css.exit_deadline_us(step) == 630_000
+
+
+def test_a_delayed_ack_before_the_step_is_no_rise():
+    # A packet sent at 0.25 s acknowledged 25 ms late (max_ack_delay): no step yet.
+    samples = sorted([*_samples(_step), (250_000 + 105_000, 105_000)])
+    assert css.read_step(samples, 300_000, 700_000, 30_000).rise_us == 410_000
 
 
 def test_a_fall_that_stays_above_floor_plus_thresh_is_no_fall():
     # 95 ms after the step is not below the floor (80 ms) plus RttThresh (10 ms).
-    samples = [(t, 80_000 if t < 400_000 else (110_000 if t < 800_000 else 95_000)) for t in range(0, 2_000_000, 5_000)]
-    step = css.read_step(samples, 300_000, 700_000, 30_000)
-    assert step.rise_us == 400_000 and step.fall_us is None
+    step = css.read_step(_samples(lambda t: _step(t, after=95_000)), 300_000, 700_000, 30_000)
+    assert step.rise_us == 410_000 and step.fall_us is None
 
 
 def test_no_sample_before_the_step_reads_nothing():

@@ -56,11 +56,13 @@ def stretches(states: list[tuple[float, str | None, str]], end_of_trace_us: floa
     return out
 
 
-def first_sample(samples: list[tuple[float, float]], after_us: float, *, at_least_us: float = float("-inf"),
+def first_sample(samples: list[tuple[float, float]], sent_after_us: float, *, at_least_us: float = float("-inf"),
                  below_us: float = float("inf")) -> float | None:
-    """When the first RTT sample after `after_us` of at least `at_least_us` (or below
-    `below_us`) reached the sender."""
-    return next((t for t, rtt in samples if t >= after_us and at_least_us <= rtt < below_us), None)
+    """When the first RTT sample (arrival, RTT) of a packet sent at or after
+    `sent_after_us`, of at least `at_least_us` (or below `below_us`), reached the
+    sender. By the send, not the arrival: an ACK the receiver delayed raises one sample
+    from before the step, and a packet that waited behind the step raises one after."""
+    return next((t for t, rtt in samples if t - rtt >= sent_after_us and at_least_us <= rtt < below_us), None)
 
 
 @dataclass(frozen=True)
@@ -79,15 +81,17 @@ class Step:
 
 def read_step(samples: list[tuple[float, float]], start_us: float, end_us: float, extra_us: float) -> Step | None:
     """The step of `extra_us` the link put on the data direction from `start_us` to
-    `end_us`, as the sender's samples show it; None without a sample before it."""
-    before = [rtt for t, rtt in samples if t <= start_us]
+    `end_us`, as the sender's samples show it (the link's clock is the capture's, and
+    the capture is the sender's side of the link); None without a sample of a packet
+    sent before it."""
+    before = [rtt for t, rtt in samples if t - rtt < start_us]
     if not before:
         return None
     floor = min(before)
     thresh = rtt_thresh_us(floor)
     rise = first_sample(samples, start_us, at_least_us=floor + thresh)
     # Every round's minimum in the step is at least floor + RttThresh (a CSS baseline
-    # can be no lower): a sample below it, sent after the step, proves the fall.
+    # can be no lower): a sample below it, of a packet sent after the step, proves the fall.
     fall = first_sample(samples, end_us, below_us=floor + thresh)
     return Step(floor, thresh, rise, fall, floor + extra_us)
 
