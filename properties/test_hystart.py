@@ -20,14 +20,13 @@ from harness.run import Inconclusive
 from harness.schedule import TransferPlan, strategies
 from harness.verdict import analysis, growth, outcomes
 from harness.verdict.bounds import BETA
+from harness.verdict.css import CSS, MAX_RTT_THRESH_US
 from harness.verdict.deviation import check
 from harness.verdict.growth import avoidance_starts, growth_slowed_at
 from properties.test_slow_start import EXITS, MIN_RTT_INCREASE_US
 
 #: RFC 9406 §4.3: "The minimum value of CSS_GROWTH_DIVISOR MUST be at least 2."
 MIN_CSS_GROWTH_DIVISOR = 2
-#: The raw state name of conservative slow start, as the stacks that log it write it.
-CSS = "conservative_slow_start"
 CSS_PLAN = TransferPlan(sizes=(4_000_000,))
 
 
@@ -147,9 +146,8 @@ def test_conservative_slow_start_ends_after_its_rounds(longlook, target, schedul
         ), rounds=longest)
 
 
-#: RFC 9406's largest RttThresh (MAX_RTT_THRESH), µs: a queue risen by this much has
-#: raised every round's minimum RTT past the threshold, whatever the round trip.
-MAX_RTT_THRESH_US = 16_000
+# RFC 9406's largest RttThresh (css.MAX_RTT_THRESH_US): a queue risen by this much has
+# raised every round's minimum RTT past the threshold, whatever the round trip.
 #: Round trips a delay-based exit may take after that rise: the round that sees it
 #: (N_RTT_SAMPLE samples in), and CSS_ROUNDS of conservative slow start at most before
 #: the exit to congestion avoidance; the first stretch of conservative slow start

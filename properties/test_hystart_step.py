@@ -17,13 +17,13 @@ from __future__ import annotations
 from hypothesis import example, given
 
 from harness.observe.events import CongestionState
-from harness.schedule import TransferPlan, strategies
+from harness.schedule import strategies
 from harness.verdict import analysis, css, outcomes
-from properties.test_hystart import _judged_where_css_is_logged
+from properties.test_hystart import CSS_PLAN, _judged_where_css_is_logged
 
-#: Long enough that slow start, the step (over by 0.75 s at the latest), CSS and the
-#: return all fit in the transfer (about 1 s at 50 Mbit/s).
-STEP_PLAN = TransferPlan(sizes=(4_000_000,))
+#: test_hystart's 4 MB: slow start, the step (over by 0.75 s at the latest), CSS and the
+#: return all fit in it (about 1 s at 50 Mbit/s).
+STEP_PLAN = CSS_PLAN
 #: The explicit example: 80 ms, 30 ms more from 3.5 round trips in, for three of the
 #: longer round trips.
 STEP_EXAMPLE = strategies.delay_step(strategies.BaseLink(rate_bps=50_000_000, rtt_us=80_000), 0, 280, 330, 30)
