@@ -19,6 +19,8 @@ What Firefox is given, in a fresh profile, and why:
   are switched off below;
 - `network.http.http3.cc_algorithm` (0 NewReno, 1 CUBIC), `…max_data` and
   `…max_stream_data` from LL_FLOW_WINDOW, `…pmtud` off so packets stay at 1252 B;
+- `network.http.http3.backup_timer_delay` an hour and `…fallback_to_h2_on_error` off:
+  no TCP connection raced beside a slow handshake or after an HTTP/3 error;
 - `network.http.http3.enable_qlog`: neqo writes qlog under $TMPDIR/qlog_<pid>/; TMPDIR
   is the profile's, and the files are moved to QLOGDIR when Firefox has exited.
   SSLKEYLOGFILE reaches NSS unchanged, so the capture decrypts.
@@ -81,6 +83,13 @@ def write_profile(profile: Path, s: page.Settings) -> None:
         "network.http.http3.max_stream_data": min(s.flow_window, 2**31 - 1),
         "network.http.http3.pmtud": False,
         "network.http.http3.enable_qlog": bool(s.qlogdir),
+        # No TCP race: when the QUIC handshake outlasts this timer (100 ms by default;
+        # a busy host is enough, the CI run of 2026-12-02) Firefox opens a TCP
+        # connection to the same port beside it. The server speaks only HTTP/3, so the
+        # race can only add a stray flow to the link; an hour is "never" for a run.
+        "network.http.http3.backup_timer_delay": 3_600_000,
+        # An HTTP/3 error ends the run as the stack's failure, not as a retry over TCP.
+        "network.http.http3.fallback_to_h2_on_error": False,
     }
     (profile / "user.js").write_text("".join(f"user_pref({json.dumps(k)}, {json.dumps(v)});\n" for k, v in prefs.items()))
 
