@@ -7,8 +7,8 @@ test_slow_start.py (slow start at all, and by every byte acknowledged), test_app
 holds the flight below the window), test_handshake.py (the amplification limit, the
 probe timeout's floor), test_persistent_congestion.py (losses before the first RTT
 sample; min_rtt's reset, which stock aioquic lacks and a planted fix passes),
-test_congestion_avoidance.py (CUBIC's clock) and test_reordering.py (the time
-threshold's floor).
+test_congestion_avoidance.py (CUBIC's clock), test_reordering.py (the time
+threshold's floor) and test_ack_timing.py (ACKs that wait for the pacer).
 
 Slow: each case is a pytest run of one property (a few seconds of virtual time each,
 ~10 s of wall clock). No root needed: virtual time runs no namespace."""
@@ -41,6 +41,8 @@ CASES = [
      "tests.mutants.no_pacing:NoPacing", ("burst-of-whole-window", "burst-beyond-initial-window")),
     ("properties/test_pacing.py::test_sender_paces_what_an_ack_opens",
      "tests.mutants.no_pacing:NoPacing", "not-paced"),
+    ("properties/test_ack_timing.py::test_acknowledgements_due_while_data_waits_leave_within_max_ack_delay",
+     "tests.mutants.acks_paced:AcksPaced", "ack-held-past-max-ack-delay"),
     ("properties/test_recovery_rules.py::test_recovery_ends_at_the_reduced_window",
      "tests.mutants.no_reduction_on_loss:NoReductionOnLoss", "no-reduction-in-recovery"),
     ("properties/test_window.py::test_window_falls_when_recovery_begins",
