@@ -56,8 +56,9 @@ def sending_intervals(view) -> list[tuple[float, float]]:
     end (HTTP/3's control and QPACK streams) are left out."""
     first: dict[int, float] = {}
     fin: dict[int, float] = {}
+    conn = analysis.busiest_connection(view, "s2c")
     for d in view.datagrams:
-        if d.entered and d.direction == "s2c":
+        if d.entered and d.direction == "s2c" and (conn is None or d.conn == conn):
             for f in (f for p in d.packets if p.space == "application" for f in p.frames):
                 if getattr(f, "name", "") == "stream":
                     first.setdefault(f.stream_id, d.t_us)
@@ -79,7 +80,9 @@ def owed_acks(view, slack_us: float) -> list[OwedAck]:
     arrived: dict[int, float] = {}  # pn → its first arrival
     acked: dict[int, float] = {}  # pn → the sender's first datagram acknowledging it
     last_us = 0.0
-    for d in sorted(view.datagrams, key=lambda d: d.t_us):
+    # The transfer's connection only: another's packet numbers would mix with its own.
+    conn = analysis.busiest_connection(view, "s2c")
+    for d in sorted((d for d in view.datagrams if conn is None or d.conn == conn), key=lambda d: d.t_us):
         if not d.entered and d.direction == "c2s" and d.t_us >= after:
             for p in d.packets:
                 if p.kind == "1rtt" and p.ack_eliciting and p.pn is not None:
