@@ -141,6 +141,10 @@ impl Setup {
             .with_max_open_remote_bidirectional_streams(1000)
             .map_err(bad)?
             .with_max_idle_timeout(Duration::from_secs(30))
+            .map_err(bad)?
+            // The default 10 s would close a handshake whose schedule keeps the
+            // server dark for longer (the early-CRYPTO property's 15-17 s).
+            .with_max_handshake_duration(Duration::from_secs(60))
             .map_err(bad)
     }
 
