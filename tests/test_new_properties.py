@@ -8,7 +8,8 @@ holds the flight below the window), test_handshake.py (the amplification limit, 
 probe timeout's floor), test_persistent_congestion.py (losses before the first RTT
 sample; min_rtt's reset, which stock aioquic lacks and a planted fix passes),
 test_congestion_avoidance.py (CUBIC's clock), test_reordering.py (the time
-threshold's floor) and test_ack_timing.py (ACKs that wait for the pacer).
+threshold's floor), test_ack_timing.py (ACKs that wait for the pacer) and
+test_early_crypto.py (early CRYPTO resends, a limited number of times).
 
 Slow: each case is a pytest run of one property (a few seconds of virtual time each,
 ~10 s of wall clock). No root needed: virtual time runs no namespace."""
@@ -65,6 +66,8 @@ CASES = [
      "tests.mutants.ignores_every_second_loss:IgnoresEverySecondLoss", "loss-ignored"),
     ("properties/test_handshake.py::test_server_stays_within_the_amplification_limit",
      "tests.mutants.amplification_twice:AmplificationTwice", "amplification-limit-exceeded"),
+    ("properties/test_early_crypto.py::test_server_resends_crypto_early_a_limited_number_of_times",
+     "tests.mutants.crypto_resend_unlimited:CryptoResendUnlimited", "early-crypto-resend-unlimited"),
     ("properties/test_handshake.py::test_client_breaks_an_amplification_deadlock",
      "tests.mutants.no_anti_deadlock_probe:NoAntiDeadlockProbe", "no-client-probe-without-flight"),
     ("properties/test_congestion_avoidance.py::test_cubic_clock_stops_while_application_limited",

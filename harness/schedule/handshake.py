@@ -149,3 +149,25 @@ def server_dark_handshakes() -> st.SearchStrategy[Schedule]:
     the persistent congestion duration its first RTT sample will give."""
     return st.builds(server_dark_from_start, st.builds(BaseLink, rtt_us=st.sampled_from([10_000, 40_000, 80_000])),
                      seeds, st.integers(min_value=1_200, max_value=3_500))
+
+
+def server_dark_hello_late(base: BaseLink, seed: int, dark_ms: int, hello_late_ms: int) -> Schedule:
+    """server_dark_from_start, with the client's first datagram (the start of its
+    ClientHello) delayed `hello_late_ms` more: the server's first flight, and so its
+    probe timer, starts that much after the client's. Both sides' timers run from the
+    same initial RTT, so without the delay each client probe (a retransmitted ClientHello)
+    would reach the server as its own timer fires, and a server's answer to the
+    duplicate could not be told from its probe (RFC 9002 §6.2.3)."""
+    dark = server_dark_from_start(base, seed, dark_ms)
+    return replace(dark, actions=(Action("c2s", 0, "delay", flow=QUIC, extra_us=hello_late_ms * 1_000),))
+
+
+@replayable
+def server_dark_duplicates() -> st.SearchStrategy[Schedule]:
+    """server_dark_hello_late over 10-80 ms RTTs, dark for 15.5-17 s with the first
+    datagram 250-600 ms late: a client probing from an initial RTT of 333 ms retransmits
+    its ClientHello at about 1, 3, 7 and 15 s, so four duplicates reach the server
+    before it can be heard, each a quarter to half a second before the server's own
+    timer would fire."""
+    return st.builds(server_dark_hello_late, st.builds(BaseLink, rtt_us=st.sampled_from([10_000, 40_000, 80_000])),
+                     seeds, st.integers(min_value=15_500, max_value=17_000), st.integers(min_value=250, max_value=600))
