@@ -271,3 +271,53 @@ def first_packet_dcid(pcap: Path) -> bytes:
     _, data = next(iter(iter_pcap(pcap)))
     udp = data[(data[0] & 0x0F) * 4 + 8:]
     return udp[6:6 + udp[5]]
+
+
+def test_a_handshake_the_server_began_again_is_named(tmp_path):
+    """A server that abandons a handshake and answers the client's next Initial with a
+    new connection (caddy's quic-go 0.29 after its handshake timeout): the abandoned
+    attempt's Handshake packets cannot be decrypted with the client's key log, which
+    holds the completed one, and the note says why rather than blaming the log."""
+    cert, key = write_certs(tmp_path / "certs")
+    keylog = io.StringIO()
+    ccfg = QuicConfiguration(is_client=True, alpn_protocols=["hq-interop"], secrets_log_file=keylog,
+                             verify_mode=ssl.CERT_NONE)
+    scfg = QuicConfiguration(is_client=False, alpn_protocols=["hq-interop"])
+    scfg.load_cert_chain(cert, key)
+    client = QuicConnection(configuration=ccfg)
+    odcid = client.original_destination_connection_id
+    abandoned, kept = (QuicConnection(configuration=scfg, original_destination_connection_id=odcid)
+                       for _ in range(2))
+    caddr, saddr = ("198.18.0.1", 40000), ("198.19.0.1", 4433)
+    ip = {caddr: bytes([198, 18, 0, 1]), saddr: bytes([198, 19, 0, 1])}
+    packets, now = [], 1.0
+
+    def send(conn, src, dst, to=None):
+        for data, _ in conn.datagrams_to_send(now=now):
+            packets.append((int(now * 1e9), _ipv4_udp(ip[src], ip[dst], src[1], dst[1], data)))
+            if to is not None:
+                to.receive_datagram(data, src, now=now)
+
+    client.connect(saddr, now=now)
+    hello = [data for data, _ in client.datagrams_to_send(now=now)]
+    for data in hello:
+        packets.append((int(now * 1e9), _ipv4_udp(ip[caddr], ip[saddr], caddr[1], saddr[1], data)))
+        abandoned.receive_datagram(data, caddr, now=now)
+    send(abandoned, saddr, caddr)  # its flight never reaches the client
+    now += 5.0
+    for data in hello:  # the client's probe, answered by a new connection
+        packets.append((int(now * 1e9), _ipv4_udp(ip[caddr], ip[saddr], caddr[1], saddr[1], data)))
+        kept.receive_datagram(data, caddr, now=now)
+    for _ in range(20):
+        now += 0.001
+        send(kept, saddr, caddr, client)
+        send(client, caddr, saddr, kept)
+    pcap, klog = tmp_path / "server.pcap", tmp_path / "keys.log"
+    _write_pcap(pcap, packets)
+    klog.write_text(keylog.getvalue())
+    view = read_wire(pcap, [klog], side="server")
+    assert view.undecrypted > 0  # the abandoned attempt's Handshake packets
+    assert any("began the handshake again" in n for n in view.notes), view.notes
+    # The completed handshake is read: the client's Finished in a Handshake packet.
+    assert any(p.kind == "handshake" and p.pn is not None for d in view.datagrams if d.direction == "c2s"
+               for p in d.packets)

@@ -352,6 +352,11 @@ class _ConnKeys:
         self.guesses: dict[tuple[str, str], list[CryptoContext]] = {}
         self.largest, self.crypto = {}, {}  # (dir, space) → largest pn; (dir, kind) → CRYPTO data by offset
         self.failed: Counter = Counter()  # (direction, kind) → packets not decrypted
+        #: When the server sent Initial CRYPTO bytes unlike those it had sent at the same
+        #: offset (s since the link's start): a new ServerHello, a handshake begun again
+        #: (caddy's quic-go 0.29 after its handshake timeout) whose keys the client's
+        #: key log, holding the one handshake it completed, cannot have.
+        self.restarts: list[float] = []
         self.cid_len: dict[str, int] = {}  # direction → length of the DCIDs last learnt
         self.initial_keys(conn.odcid)
 
@@ -444,7 +449,10 @@ class _ConnKeys:
                 # A CID issued by this sender is the DCID of packets sent to it.
                 dec.learn_cid(_OTHER[d.direction], f.cid, d.src, self)
             elif f.name == "crypto" and packet.kind in ("initial", "handshake"):
-                self.crypto.setdefault((d.direction, packet.kind), {})[f.offset] = f.data
+                seen = self.crypto.setdefault((d.direction, packet.kind), {})
+                if (d.direction, packet.kind) == ("s2c", "initial") and seen.get(f.offset, f.data) != f.data:
+                    self.restarts.append(d.t_us / 1e6)
+                seen[f.offset] = f.data
                 self._handshake(d.direction, packet.kind)
 
     def _handshake(self, direction: str, kind: str) -> None:
@@ -469,6 +477,10 @@ class _ConnKeys:
             why = f"the key log has no secrets for its client random {c.client_random.hex()[:16]}… (another run's?)"
         elif self.secrets is None:
             why = "no key-log entry decrypts it: the key log does not match the capture"
+        elif self.restarts:
+            why = (f"the server began the handshake again (other Initial CRYPTO bytes at "
+                   f"{', '.join(f't={t:.3f} s' for t in self.restarts[:3])}), so packets of the handshakes it "
+                   f"abandoned have keys no key log of the completed one holds")
         else:
             why = "they failed to decrypt with the connection's keys (corrupted, or keys missing)"
         view.notes.append(f"connection {c.index} ({c.client[0]}:{c.client[1]}): {counts} packets not decrypted; {why}")
