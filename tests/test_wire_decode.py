@@ -321,3 +321,25 @@ def test_a_handshake_the_server_began_again_is_named(tmp_path):
     # The completed handshake is read: the client's Finished in a Handshake packet.
     assert any(p.kind == "handshake" and p.pn is not None for d in view.datagrams if d.direction == "c2s"
                for p in d.packets)
+
+
+def test_a_resend_split_elsewhere_is_no_handshake_begun_again():
+    """Initial CRYPTO bytes resent at an offset already seen, shorter or longer than the
+    first copy, are the same handshake; other bytes there are a new one."""
+    from types import SimpleNamespace as NS
+
+    from harness.observe.wire import Connection, _ConnKeys
+
+    keys = _ConnKeys(Connection(0, ("198.18.0.1", 1), ("198.19.0.1", 2), b"\x01" * 8, 1), {})
+    hello = bytes(range(200))
+
+    def learn(t_us: float, data: bytes) -> None:
+        frame = NS(name="crypto", offset=0, data=data)
+        keys._learn(None, NS(direction="s2c", t_us=t_us), NS(kind="initial", frames=[frame]))
+
+    learn(0, hello)
+    learn(1e6, hello[:120])  # resent, split after 120 bytes
+    learn(2e6, hello)
+    assert keys.restarts == []
+    learn(3e6, bytes(200))  # another ServerHello
+    assert keys.restarts == [3.0]

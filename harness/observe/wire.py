@@ -450,7 +450,9 @@ class _ConnKeys:
                 dec.learn_cid(_OTHER[d.direction], f.cid, d.src, self)
             elif f.name == "crypto" and packet.kind in ("initial", "handshake"):
                 seen = self.crypto.setdefault((d.direction, packet.kind), {})
-                if (d.direction, packet.kind) == ("s2c", "initial") and seen.get(f.offset, f.data) != f.data:
+                before = seen.get(f.offset, f.data)
+                n = min(len(before), len(f.data))  # a resend may split the bytes elsewhere
+                if (d.direction, packet.kind) == ("s2c", "initial") and before[:n] != f.data[:n]:
                     self.restarts.append(d.t_us / 1e6)
                 seen[f.offset] = f.data
                 self._handshake(d.direction, packet.kind)

@@ -32,6 +32,8 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
+from harness.verdict.analysis import merged
+
 #: RFC 9000 §8.1: before the client's address is validated, a server sends at most
 #: this many times the bytes it has received.
 AMPLIFICATION_FACTOR = 3
@@ -60,16 +62,8 @@ class Ranges:
         return any(s < end and start < e for s, e in self.spans)
 
     def add(self, start: int, end: int) -> None:
-        if end <= start:
-            return
-        merged = []
-        for s, e in self.spans:
-            if e < start or end < s:
-                merged.append((s, e))
-            else:
-                start, end = min(s, start), max(e, end)
-        merged.append((start, end))
-        self.spans = sorted(merged)
+        if end > start:
+            self.spans = merged([*self.spans, (start, end)])
 
 
 def _crypto(d, space: str) -> list[tuple[int, int]]:

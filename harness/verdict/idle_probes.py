@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness.observe.quic_frames import Crypto, Stream
+from harness.verdict.analysis import merged
 
 #: Frames that are not data: what a sender with nothing to send may still put in a probe
 #: (STREAM and CRYPTO are data accounted by their bytes; CONNECTION_CLOSE ends it all).
@@ -41,16 +42,6 @@ def _owed_key(f) -> tuple:
     if getattr(f, "name", "") == "new_connection_id":
         return (f.name, f.seq)
     return (getattr(f, "name", "?"), *getattr(f, "args", ()))
-
-
-def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for a, b in sorted(spans):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
 
 
 def _covers(acked: list[tuple[int, int]], sent: list[tuple[int, int]]) -> bool:
@@ -118,7 +109,7 @@ class _Ledger:
         self.by_pn[pn] = (extents, keys)
         for key, offset, length, fin in extents:
             if length:
-                self.sent[key] = _merge([*self.sent.get(key, []), (offset, offset + length)])
+                self.sent[key] = merged([*self.sent.get(key, []), (offset, offset + length)])
             if fin:
                 self.fins.setdefault(key, False)
         # A copy acknowledged before settles a key for good; a first send owes it.
@@ -129,7 +120,7 @@ class _Ledger:
         extents, keys = self.by_pn.pop(pn, ([], set()))
         for key, offset, length, fin in extents:
             if length:
-                self.acked[key] = _merge([*self.acked.get(key, []), (offset, offset + length)])
+                self.acked[key] = merged([*self.acked.get(key, []), (offset, offset + length)])
             if fin:
                 self.fins[key] = True
         self.owed -= keys
