@@ -5,12 +5,16 @@ Hypothesis examples, once per arm and seed, and prints the distinct observable m
 transitions each reached as one JSON line per run. The arms:
   free      free schedules only, no guidance (LONGLOOK_DIRECTED=0, LONGLOOK_MODEL_GUIDANCE=0)
   guided    free schedules, hypothesis.target on new transitions (LONGLOOK_DIRECTED=0)
-  directed  free and directed schedules (TLC's paths, harness/schedule/directed.py), guided
-  only-directed  directed schedules only, guided: how far TLC's paths alone reach
+  directed  free and directed schedules (TLC's paths placed from estimates,
+            harness/schedule/directed.py), guided (LONGLOOK_DIRECTED=open)
+  steered   free and steered schedules (an earlier run's schedule with one impairment
+            where its trace shows the state, harness/model/steer.py; directed ones
+            before there is a run), guided: the default
+  only-directed  steered and directed schedules only, guided
 Real transfers need root; --mode virtual runs in virtual time.
 
     .venv/bin/python bench/model_coverage_bench.py --impl aioquic --cc newreno --examples 12 --seeds 1 2
-    .venv/bin/python bench/model_coverage_bench.py --mode virtual --arms guided directed --examples 20 --seeds 1 2 3
+    .venv/bin/python bench/model_coverage_bench.py --mode virtual --arms guided directed steered --examples 20 --seeds 1 2 3
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ TEST = "properties/test_model_conformance.py::test_run_is_a_behaviour_of_the_mod
 
 ARMS = {"free": {"LONGLOOK_DIRECTED": "0", "LONGLOOK_MODEL_GUIDANCE": "0"},
         "guided": {"LONGLOOK_DIRECTED": "0", "LONGLOOK_MODEL_GUIDANCE": "1"},
-        "directed": {"LONGLOOK_DIRECTED": "1", "LONGLOOK_MODEL_GUIDANCE": "1"},
+        "directed": {"LONGLOOK_DIRECTED": "open", "LONGLOOK_MODEL_GUIDANCE": "1"},
+        "steered": {"LONGLOOK_DIRECTED": "1", "LONGLOOK_MODEL_GUIDANCE": "1"},
         "only-directed": {"LONGLOOK_DIRECTED": "only", "LONGLOOK_MODEL_GUIDANCE": "1"}}
 
 
@@ -48,11 +53,14 @@ def run(impl: str, cc: str, examples: int, seed: int, arm: str, mode: str) -> di
         took = time.monotonic() - started
         # The target's own universe: what it can show (harness/model/coverage.py, per target).
         targets = load([Path(tmp, "model-coverage")]) if Path(tmp, "model-coverage").is_dir() else {}
+        lines = [json.loads(x) for f in Path(tmp, "model-coverage").glob("*.ndjson") for x in f.read_text().splitlines()] \
+            if Path(tmp, "model-coverage").is_dir() else []
     cov = next(iter(targets.values()), None)
     runs = cov.runs if cov else 0
     reached = set(cov.reached) if cov else set()
     obs = {t for t in model_transitions() if (cov.observable(t) if cov else False)}
     return {"impl": impl, "cc": cc, "mode": mode, "seed": seed, "arm": arm, "examples_validated": runs,
+            "steered_runs": sum(1 for x in lines if x.get("steered")),
             "observable_reached": len(reached & obs), "observable": len(obs), "seconds": round(took, 1),
             "reached": sorted(reached)}
 

@@ -8,23 +8,28 @@ the sender's normalised trace (harness/model/validate.py); every deviation names
 the event no step of the model explains and the rule it breaks, and validation
 goes on past it.
 
-The model also drives the generation: a third of the schedules are directed, TLC's
-path to a transition this target has not reached yet turned into link impairments
-(harness/model/traps.py, harness/schedule/directed.py); each example reports to
+The model also drives the generation: half of the schedules are steered, an
+earlier run's schedule with one impairment added where its trace shows the sender in
+the state a transition this target has not reached yet starts from
+(harness/model/steer.py); before any run, TLC's path to such a transition as link
+impairments (harness/model/traps.py, harness/schedule/directed.py). Each example reports to
 Hypothesis how many model transitions it reached that earlier examples had not
 (hypothesis.target); every run is recorded for `longlook coverage`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import replace
+from pathlib import Path
 
 from hypothesis import example, given, target as hypothesis_target
 from hypothesis import strategies as st
 
-from harness.model import coverage, tracefile, traps, validate
+from harness.model import coverage, steer, tracefile, traps, validate
 from harness.schedule import Action, TransferPlan, strategies
+from harness.schedule.links import REPLAY_ENV
 from harness.schedule.directed import directed, tail_datagram, to_schedule
 from harness.schedule.strategies import QUIC, BaseLink
 from harness.verdict import outcomes, profiles
@@ -58,17 +63,22 @@ PROBE_ANSWERED = to_schedule(traps.load()[("TailLossProbe", "GrowWindow", "TailL
 #: TLC's path to a cut for an ECN-CE echo, as marks: on a sender that marks ECT the
 #: trace takes OnEcnCe; on one that does not, the run is a clean one.
 ECN_CUT = to_schedule(traps.load()[("SlowStart", "OnEcnCe", "Recovery")], BaseLink(), seed=0)
-#: Set to 0 to draw free schedules only, to "only" for directed ones only
-#: (bench/model_coverage_bench.py compares them).
+#: Set to 0 to draw free schedules only, to "open" for free and directed ones without
+#: steering, to "only" for steered and directed ones only (bench/model_coverage_bench.py
+#: compares them).
 DIRECTED_ENV = "LONGLOOK_DIRECTED"
 #: Loss, reordering and jitter, or a blackhole (which reaches PTO and persistent
-#: congestion); and the directed schedules: TLC's path to a model transition this
-#: target has not reached yet, as link impairments (harness/schedule/directed.py).
+#: congestion); and the model's: steered from an earlier run (harness/model/steer.py),
+#: or before there is one, TLC's path to a model transition this target has not
+#: reached yet as link impairments (harness/schedule/directed.py).
 FREE = [strategies.combinations(), strategies.blackholes()]
 _DIRECTED = os.environ.get(DIRECTED_ENV, "1")
-SCHEDULES = st.one_of(*(FREE if _DIRECTED != "only" else []),
-                      *([directed(traps.load(), coverage.pending, tail_datagram(PLAN.sizes[0]))]
-                        if _DIRECTED != "0" else []))
+_OPEN_LOOP = directed(traps.load(), coverage.pending, tail_datagram(PLAN.sizes[0]))
+_MODELS = [] if _DIRECTED == "0" else [_OPEN_LOOP] if _DIRECTED == "open" else [
+    steer.steered(_OPEN_LOOP, coverage.pending, coverage.current)]
+#: The model's schedules are half of the draws (one_of picks its branches alike): the
+#: free ones reach few transitions past the first examples (BENCHMARKS.md).
+SCHEDULES = st.one_of(*(FREE if _DIRECTED != "only" else []), *_MODELS * len(FREE))
 
 
 #: Window caps in datagrams (0: none), for a sender whose endpoint takes one (caps.json
@@ -76,9 +86,21 @@ SCHEDULES = st.one_of(*(FREE if _DIRECTED != "only" else []),
 #: the base link (a BDP of about 80 datagrams) these hold the window below the path's
 #: share, so a 400 kB transfer spends most of its round trips at the cap.
 CAPS_DATAGRAMS = (0, 16, 24)
-CAPS = st.sampled_from(CAPS_DATAGRAMS)
 #: The bytes of a cap's datagram: aioquic's largest QUIC packet on the testbed's links.
 CAP_DATAGRAM_BYTES = 1252
+
+
+def _caps() -> st.SearchStrategy[int]:
+    """The caps drawn; a replay's the one its saved plan ran with (a steered schedule's
+    cap is its baseline's, whatever was drawn: steer.cap_of)."""
+    saved = os.environ.get(REPLAY_ENV)
+    if saved:
+        plan = json.loads((Path(saved) / "example.json").read_text())["plan"]
+        return st.just(plan.get("window_cap", 0) // CAP_DATAGRAM_BYTES)
+    return st.sampled_from(CAPS_DATAGRAMS)
+
+
+CAPS = _caps()
 #: Under the ci profile, generated examples while they take under BUDGET_S (at least
 #: the profile's 3): each example may reach transitions the others did not, and a
 #: sans-IO target in virtual time runs one in about a second (docs/model.md, "Coverage").
@@ -104,6 +126,8 @@ def test_run_is_a_behaviour_of_the_model(longlook, target, schedule, cap):
     # ACK frames and declared losses a stack's log lacks come from the capture.
     outcomes.require(target, "congestion_window")
     plan = PLAN
+    cap = steer.cap_of(schedule, cap)
+    steered = steer.ran(schedule)
     if cap and target.stack.honours.get("max_window"):
         plan = replace(PLAN, window_cap=cap * CAP_DATAGRAM_BYTES)
     with longlook.run(target, schedule, plan) as obs:
@@ -117,7 +141,10 @@ def test_run_is_a_behaviour_of_the_model(longlook, target, schedule, cap):
         verdict = validate.validate_log(log, trace, keep=obs.out_dir / "model")
         coverage.record(longlook.artifacts / "model-coverage" / f"{target.id}.ndjson", target.id, verdict,
                         schedule.to_json(), ect=_ect(obs, schedule),
-                        takes_cap=bool(target.stack.honours.get("max_window")))
+                        takes_cap=bool(target.stack.honours.get("max_window")), steered=steered)
+        # Every run may be steered from later on (harness/model/steer.py).
+        steer.keep(target.id, steer.baseline(schedule, cap if plan.window_cap else 0, trace, verdict.steps,
+                                             obs.transfer_records("s2c"), obs.transfer_records("c2s")))
         reached = set(coverage.transitions(verdict))
         if os.environ.get(GUIDANCE_ENV, "1") != "0":
             hypothesis_target(float(coverage.novelty(target.id, reached)), label="new model transitions")
