@@ -61,6 +61,11 @@ def run(impl: str, cc: str, examples: int, seed: int, arm: str, mode: str) -> di
     obs = {t for t in model_transitions() if (cov.observable(t) if cov else False)}
     return {"impl": impl, "cc": cc, "mode": mode, "seed": seed, "arm": arm, "examples_validated": runs,
             "steered_runs": sum(1 for x in lines if x.get("steered")),
+            # A steered run that took the transition it was steered at.
+            "steered_hits": sum(1 for x in lines if x.get("steered") and any(t[:3] == x["steered"]
+                                                                            for t in x["transitions"])),
+            "aims": [[*x["steered"], any(t[:3] == x["steered"] for t in x["transitions"])]
+                     for x in lines if x.get("steered")],
             "observable_reached": len(reached & obs), "observable": len(obs), "seconds": round(took, 1),
             "reached": sorted(reached)}
 
@@ -78,8 +83,8 @@ def main() -> int:
     for seed in a.seeds:
         for arm in a.arms:
             r = run(a.impl, a.cc, a.examples, seed, arm, a.mode)
-            print(json.dumps({k: v for k, v in r.items() if k != "reached"}), flush=True)
-            print(json.dumps({"reached": r["reached"]}), file=sys.stderr, flush=True)
+            print(json.dumps({k: v for k, v in r.items() if k not in ("reached", "aims")}), flush=True)
+            print(json.dumps({"reached": r["reached"], "aims": r["aims"]}), file=sys.stderr, flush=True)
     return 0
 
 

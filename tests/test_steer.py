@@ -37,7 +37,8 @@ def _baseline(spans, steps=(), s2c_every=1_000.0, n=600, schedule=None, cap=0) -
 
 SPANS = [("SlowStart", 0, 100_000), ("Recovery", 100_000, 150_000), ("CongestionAvoidance", 150_000, 400_000),
          ("ApplicationLimited", 400_000, 450_000)]
-STEPS = [(0, "Init", "OnPacketSent", "SlowStart"), (100_000, "SlowStart", "OnPacketsLost", "Recovery"),
+STEPS = [(0, "Init", "OnPacketSent", "SlowStart"), (50_000, "SlowStart", "OnPacketsAcked", "SlowStart"),
+         (100_000, "SlowStart", "OnPacketsLost", "Recovery"),
          (150_000, "Recovery", "OnPacketsAcked", "CongestionAvoidance"),
          (200_000, "CongestionAvoidance", "GrowWindow", "CongestionAvoidance"),
          (400_000, "CongestionAvoidance", "SetAppLimited", "ApplicationLimited")]
@@ -46,13 +47,19 @@ STEPS = [(0, "Init", "OnPacketSent", "SlowStart"), (100_000, "SlowStart", "OnPac
 def test_a_pto_from_a_state_darkens_either_direction_from_a_moment_in_it():
     b = _baseline(SPANS, STEPS)
     acts = _one(b, ("CongestionAvoidance", "OnPtoExpired", "TailLossProbe"))
-    # Three moments of the one span (its start, midway, late), each way.
-    assert [(a.dir, a.index) for a in acts] == [("c2s", 150), ("s2c", 150), ("c2s", 275), ("s2c", 275),
-                                               ("c2s", 375), ("s2c", 375)]
+    # Three moments of the one span (its start, midway, late), each way, from the first
+    # datagram after each (the one at the span's start led into it).
+    assert [(a.dir, a.index) for a in acts] == [("c2s", 151), ("s2c", 151), ("c2s", 276), ("s2c", 276),
+                                               ("c2s", 376), ("s2c", 376)]
     # One expiry and not the next: two periods; the data's direction a round trip more.
     assert {a.duration_us for a in acts if a.dir == "c2s"} == {round(2 * PTO)}
     assert {a.duration_us for a in acts if a.dir == "s2c"} == {round(2 * PTO + RTT)}
     assert all(a.action == "outage" and a.flow == QUIC for a in acts)
+
+
+def test_no_moment_is_taken_before_the_first_acknowledgement():
+    b = _baseline(SPANS, STEPS)
+    assert steer._moments(b, "SlowStart") == [50_000, 75_000, 95_000]  # the handshake's is not the transfer's
 
 
 def test_a_second_expiry_keeps_the_dark_past_it():
@@ -64,7 +71,7 @@ def test_a_second_expiry_keeps_the_dark_past_it():
 def test_the_end_of_a_probe_state_is_aimed_at_the_state_it_returns_to():
     b = _baseline(SPANS, STEPS)
     acts = _one(b, ("TailLossProbe", "OnAckProcessed", "ApplicationLimited"))
-    assert [(a.dir, a.index) for a in acts] == [("c2s", 400), ("c2s", 425), ("c2s", 445)]
+    assert [(a.dir, a.index) for a in acts] == [("c2s", 401), ("c2s", 426), ("c2s", 446)]
     acts = _one(b, ("RetransmissionTimeout", "OnAckProcessed", "SlowStart"))
     assert {a.duration_us for a in acts} == {round(5 * PTO)}
 
@@ -86,7 +93,7 @@ def test_a_senders_own_step_from_recovery_or_a_probe_state_is_led_into_that_stat
     assert drop.action == "drop" and drop.index == 200 - 20 - 40 - steer.PACKET_THRESHOLD
     (dark,) = _one(b, ("TailLossProbe", "SetAppLimited", "TailLossProbe"))
     # The first expiry a fifth of a period before the baseline's step at 400 ms.
-    assert (dark.dir, dark.index, dark.duration_us) == ("c2s", 400 - 120, round(2 * PTO))
+    assert (dark.dir, dark.index, dark.duration_us) == ("c2s", 400 - 120 + 1, round(2 * PTO))
 
 
 def test_a_ce_mark_is_placed_where_its_echo_comes_in_the_state_and_on_a_probe():
@@ -94,8 +101,9 @@ def test_a_ce_mark_is_placed_where_its_echo_comes_in_the_state_and_on_a_probe():
     acts = _one(b, ("ApplicationLimited", "OnEcnCe", "Recovery"))
     assert acts[0] == Action("s2c", 400 - 40, "ce", flow=QUIC)  # its ACK back a round trip later
     (dark, *marks), *_ = steer.impairments(b, ("TailLossProbe", "OnEcnCe", "TailLossProbe"))
-    assert (dark.dir, dark.action, dark.index) == ("c2s", "outage", 0)
-    assert [m.index for m in marks] == list(range(steer.PROBE_MARKS)) and {m.action for m in marks} == {"ce"}
+    # From slow start's first moment after the first ACK (at 50 ms).
+    assert (dark.dir, dark.action, dark.index) == ("c2s", "outage", 51)
+    assert [m.index for m in marks] == list(range(51, 51 + steer.PROBE_MARKS)) and {m.action for m in marks} == {"ce"}
 
 
 def test_what_the_mapping_cannot_reach_it_does_not_try():
@@ -106,10 +114,10 @@ def test_what_the_mapping_cannot_reach_it_does_not_try():
 
 
 def test_candidates_add_one_action_to_the_baselines_schedule_with_its_cap():
-    held = Action("s2c", 150, "outage", flow=QUIC, duration_us=1000)
+    held = Action("s2c", 151, "outage", flow=QUIC, duration_us=1000)
     b = _baseline(SPANS, STEPS, schedule=BaseLink().schedule(seed=7, actions=[held]), cap=16)
     cands = steer.candidates(b, ("CongestionAvoidance", "OnPtoExpired", "TailLossProbe"))
-    assert len(cands) == 5  # the s2c outage at 150 would sit on the one already there
+    assert len(cands) == 5  # the s2c outage at 151 would sit on the one already there
     for s, cap in cands:
         assert cap == 16 and s.seed == 7 and s.phases == b.schedule.phases
         assert held in s.actions and len(s.actions) == 2
@@ -121,11 +129,11 @@ def test_the_pool_offers_the_transitions_tried_least_and_never_a_schedule_run_be
     steer.keep("t", _baseline(SPANS, STEPS, cap=24))
     cong, reco = ("CongestionAvoidance", "OnPtoExpired", "TailLossProbe"), ("Recovery", "OnPtoExpired", "TailLossProbe")
     pool = steer.pool("t", {cong, reco})
-    assert [[a.index for a in s.actions] for s, _ in pool] == [[150], [100]]  # one of each, its first candidate
+    assert [[a.index for a in s.actions] for s, _ in pool] == [[151], [101]]  # one of each, its first candidate
     s, cap = pool[0]
-    assert steer.cap_of(s, 0) == 24 and steer.ran(s)
+    assert steer.cap_of(s, 0) == 24 and steer.ran(s) == cong
     # The other transition has been tried less: only its candidate is offered now.
-    assert [[a.index for a in s.actions] for s, _ in steer.pool("t", {cong, reco})] == [[100]]
+    assert [[a.index for a in s.actions] for s, _ in steer.pool("t", {cong, reco})] == [[101]]
     steer.ran(steer.pool("t", {cong, reco})[0][0])
     # Both tried once: each one's next candidate, never the schedule that ran.
     again = steer.pool("t", {cong, reco})
@@ -135,7 +143,12 @@ def test_the_pool_offers_the_transitions_tried_least_and_never_a_schedule_run_be
             steer.ran(c)
     assert steer.pool("t", {cong}) == []  # given up for the session
     assert steer.pool("other", {cong}) == [] and steer.pool("t", set()) == []
-    assert not steer.ran(BaseLink().schedule(seed=1))
+    # A transition the added impairment itself brings about goes before one that needs
+    # the sender's own step in the state it was led into.
+    grow = ("Recovery", "GrowWindow", "Recovery")
+    steer.keep("u", _baseline(SPANS, STEPS))
+    assert [steer.aim_of(s) for s, _ in steer.pool("u", {reco, grow})] == [reco]
+    assert steer.ran(BaseLink().schedule(seed=1)) is None
 
 
 def test_a_baseline_reads_states_in_link_time_and_when_the_peers_datagrams_reached_the_sender():
@@ -156,6 +169,8 @@ def test_a_baseline_reads_states_in_link_time_and_when_the_peers_datagrams_reach
     assert b.c2s == (50_500.0, 51_000.0, 52_000.0)
     assert b.pto_us == pytest.approx(40_000 + 4 * 5_000 + steer.MAX_ACK_DELAY_US)
     assert b.states_at(30_000) == "SlowStart" and b.states_at(70_000) == "Recovery"
+    # The period at a moment is the last logged estimate's; before any, the run's median.
+    assert b.pto_at(70_000) == pytest.approx(85_000) and b.pto_at(0) == b.pto_us
 
 
 def test_a_baseline_without_sends_or_steps_is_none():

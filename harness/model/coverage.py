@@ -124,18 +124,19 @@ def pending() -> set[Transition] | None:
 
 
 def record(path: Path, target_id: str, verdict: Verdict, schedule: dict | None = None, *,
-           ect: bool | None = None, takes_cap: bool | None = None, steered: bool = False) -> None:
+           ect: bool | None = None, takes_cap: bool | None = None, steered: Transition | None = None) -> None:
     """Appends one validated run to `path` (NDJSON). `ect`: whether the link found
     ECT datagrams to CE-mark where the schedule asked for marks (None: it asked for
     none); `takes_cap`: whether the sender's endpoint takes a window cap. Together
     they say which transitions this target can show at all (StackCoverage.not_here);
-    `steered`: the schedule was steered from an earlier run (harness/model/steer.py)."""
+    `steered`: the transition the schedule was steered at from an earlier run
+    (harness/model/steer.py), None if it was not."""
     path.parent.mkdir(parents=True, exist_ok=True)
     seen = _flags.get(target_id, (None, None))[0]
     _flags[target_id] = (seen if ect is None else (bool(seen) or ect), takes_cap)
     line = {"target": target_id, "accepted": verdict.accepted, "records": verdict.records,
             "matched": verdict.matched, "transitions": [[*t, n] for t, n in sorted(transitions(verdict).items())],
-            "schedule": schedule, "ect": ect, "takes_cap": takes_cap} | ({"steered": True} if steered else {})
+            "schedule": schedule, "ect": ect, "takes_cap": takes_cap} | ({"steered": list(steered)} if steered else {})
     with path.open("a") as f:
         f.write(json.dumps(line) + "\n")
 

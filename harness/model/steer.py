@@ -58,7 +58,7 @@ Transition = tuple[str, str, str]
 PTO_STATES = ("TailLossProbe", "RetransmissionTimeout")
 #: RFC 9002 §6.1.1's kPacketThreshold.
 PACKET_THRESHOLD = 3
-#: How long a PTO period is when the trace logs no RTT: 1.25 RTT + max_ack_delay (25 ms).
+#: The peer's max_ack_delay in a PTO period (RFC 9002 §6.2.1): the stacks' default, 25 ms.
 MAX_ACK_DELAY_US = 25_000
 #: Persistent congestion's outage, in PTO periods (as harness/schedule/directed.py).
 PERSISTENT_PTOS = 8
@@ -88,7 +88,14 @@ class Baseline:
     s2c: tuple[float, ...]         # when each datagram of the transfer (by fidx) entered the link
     c2s: tuple[float, ...]         # and when each of the peer's reached the sender (_reaching)
     rtt_us: float
-    pto_us: float
+    pto_us: float                  # the PTO period over the run (median)
+    #: (link time, PTO period) where the trace logged its RTT estimate: the period at
+    #: a moment, which early in a connection is longer than the median (RFC 9002 §6.2.1).
+    ptos: tuple[tuple[float, float], ...] = ()
+
+    def pto_at(self, t: float) -> float:
+        i = bisect.bisect_right([x for x, _ in self.ptos], t) - 1
+        return self.ptos[i][1] if i >= 0 else self.pto_us
 
     def states_at(self, t: float) -> str | None:
         i = bisect.bisect_right([s.t0 for s in self.spans], t) - 1
@@ -125,8 +132,13 @@ def baseline(schedule: Schedule, cap: int, trace, steps, s2c_records, c2s_record
     srtt = median(m.smoothed_rtt_us for m in metrics) if metrics else rtt
     var = median(m.rtt_variance_us for m in metrics if m.rtt_variance_us) if any(
         m.rtt_variance_us for m in metrics) else srtt / 4
+    ptos, last_var = [], srtt / 2
+    for m in metrics:
+        last_var = m.rtt_variance_us if m.rtt_variance_us is not None else last_var
+        ptos.append((m.t_us + offset, m.smoothed_rtt_us + 4 * last_var + MAX_ACK_DELAY_US))
     return Baseline(schedule, cap, tuple(spans), tuple(timed), tuple(r.arr_us for r in s2c),
-                    _reaching(c2s, _one_way(schedule, "c2s")), max(rtt, srtt), srtt + 4 * var + MAX_ACK_DELAY_US)
+                    _reaching(c2s, _one_way(schedule, "c2s")), max(rtt, srtt), srtt + 4 * var + MAX_ACK_DELAY_US,
+                    tuple(ptos))
 
 
 def _reaching(records, one_way: float) -> tuple[float, ...]:
@@ -163,16 +175,22 @@ def _rtt(schedule: Schedule) -> float:
 
 def _moments(b: Baseline, state: str) -> list[float]:
     """A few moments the baseline's sender spent in `state`: as it begins, midway and late in
-    each of its first SPANS_TRIED spans of it."""
+    each of its first SPANS_TRIED spans of it, none before its first acknowledgement
+    (before that the handshake is still under way, and its datagrams are not the
+    transfer's)."""
+    first_ack = next((t for t, _, a, _ in b.steps if a == "OnPacketsAcked"), 0.0)
     out = []
-    for s in [s for s in b.spans if s.state == state][:SPANS_TRIED]:
-        span = s.t1 - s.t0
-        out += [s.t0 + span * f for f in (0.0, 0.5, 0.9)] if span > 0 else [s.t0]
+    for s in [s for s in b.spans if s.state == state and s.t1 > first_ack][:SPANS_TRIED]:
+        t0 = max(s.t0, first_ack)
+        span = s.t1 - t0
+        out += [t0 + span * f for f in (0.0, 0.5, 0.9)] if span > 0 else [t0]
     return out
 
 
 def _first_after(times: tuple[float, ...], t: float) -> int | None:
-    i = bisect.bisect_left(times, t)
+    """The first datagram strictly after `t`: a span begins at the ACK that led into
+    it, which must still get through."""
+    i = bisect.bisect_right(times, t)
     return i if i < len(times) else None
 
 
@@ -187,7 +205,7 @@ def _dark(b: Baseline, direction: str, t: float, expiries: int) -> Action | None
         return None
     periods = 3 * 2 ** (expiries - 1) - 1
     return Action(direction, i, "outage", flow=QUIC,
-                  duration_us=round(periods * b.pto_us + (b.rtt_us if direction == "s2c" else 0)))
+                  duration_us=round(periods * b.pto_at(t) + (b.rtt_us if direction == "s2c" else 0)))
 
 
 def _drop_found_at(b: Baseline, t: float) -> Action | None:
@@ -215,7 +233,7 @@ def _enter(b: Baseline, state: str, t: float) -> list[Action]:
         k = _expiries(state)
         # The acknowledgements dark from about the last send, so that the k-th expiry
         # comes a fifth of a period before `t`.
-        a = _dark(b, "c2s", t - (2 ** k - 1 + 0.2) * b.pto_us, k)
+        a = _dark(b, "c2s", t - (2 ** k - 1 + 0.2) * b.pto_at(t), k)
         return [a] if a else []
     return []
 
@@ -235,7 +253,7 @@ def impairments(b: Baseline, t: Transition) -> list[list[Action]]:
     elif action == "OnPersistentCongestion" and src in PTO_STATES:
         for m in _moments(b, "SlowStart")[:3] + _moments(b, "CongestionAvoidance")[:3]:
             a = _dark(b, "s2c", m, 1)
-            out.append(a and replace(a, duration_us=round(PERSISTENT_PTOS * b.pto_us + b.rtt_us)))
+            out.append(a and replace(a, duration_us=round(PERSISTENT_PTOS * b.pto_at(m) + b.rtt_us)))
     elif action == "OnEcnCe" and src in PTO_STATES:
         # The probe CE-marked, and its ACK held back past the expiry: the first
         # datagrams the sender sends once the acknowledgements go dark (what the
@@ -297,10 +315,22 @@ def keep(target_id: str, b: Baseline | None) -> None:
         _baselines[target_id].append(b)
 
 
+def _tier(t: Transition) -> int:
+    """0 where the added impairment itself is the step (an expiry, the ACK after a
+    dark, a CE echo, a loss that begins a recovery period); 1 where the sender must
+    take a step of its own in the state it was led into, or find a loss that begins
+    none: fewer of these reach their transition, so they wait for the others."""
+    src, action, dst = t
+    direct = action in ("OnPtoExpired", "OnAckProcessed", "OnEcnCe", "OnPersistentCongestion") or (
+        action == "OnPacketsLost" and dst == "Recovery" and src != "Recovery")
+    return 0 if direct else 1
+
+
 def pool(target_id: str | None, pending: set[Transition] | None) -> list[tuple[Schedule, int]]:
     """The steered (schedule, cap) to draw from now: for each pending transition of
     `target_id` among those tried least so far (and fewer than TRIES_PER_TRANSITION
-    times), its next candidate not yet run, the baselines taken in turn."""
+    times), and of those the direct ones (_tier) first, its next candidate not yet
+    run, the baselines taken in turn."""
     if not target_id or not pending:
         return []
     nexts = {}
@@ -313,10 +343,10 @@ def pool(target_id: str | None, pending: set[Transition] | None) -> list[tuple[S
             nexts[t] = untried[0]
     if not nexts:
         return []
-    least = min(_tries[(target_id, t)] for t in nexts)
+    least = min((_tries[(target_id, t)], _tier(t)) for t in nexts)
     out = []
     for t, (s, cap) in nexts.items():
-        if _tries[(target_id, t)] == least:
+        if (_tries[(target_id, t)], _tier(t)) == least:
             _caps[s], _aims[s] = cap, (target_id, t)
             out.append((s, cap))
     return out
@@ -332,12 +362,17 @@ def cap_of(schedule: Schedule, drawn: int) -> int:
     return _caps.get(schedule, drawn)
 
 
-def ran(schedule: Schedule) -> bool:
-    """Notes that `schedule` ran; whether it was a steered one."""
+def aim_of(schedule: Schedule) -> Transition | None:
+    """The transition a steered schedule was steered at; None for any other."""
+    return _aims[schedule][1] if schedule in _aims else None
+
+
+def ran(schedule: Schedule) -> Transition | None:
+    """Notes that `schedule` ran; the transition it was steered at (None: not steered)."""
     if schedule in _aims and schedule not in _ran:
         _tries[_aims[schedule]] += 1
     _ran.add(schedule)
-    return schedule in _caps
+    return aim_of(schedule)
 
 
 def steered(fallback, pending=lambda: None, current=lambda: None):
