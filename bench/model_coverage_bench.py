@@ -36,6 +36,7 @@ ARMS = {"free": {"LONGLOOK_DIRECTED": "0", "LONGLOOK_MODEL_GUIDANCE": "0"},
         "guided": {"LONGLOOK_DIRECTED": "0", "LONGLOOK_MODEL_GUIDANCE": "1"},
         "directed": {"LONGLOOK_DIRECTED": "open", "LONGLOOK_MODEL_GUIDANCE": "1"},
         "steered": {"LONGLOOK_DIRECTED": "1", "LONGLOOK_MODEL_GUIDANCE": "1"},
+        "steered-unguided": {"LONGLOOK_DIRECTED": "1", "LONGLOOK_MODEL_GUIDANCE": "0"},
         "only-directed": {"LONGLOOK_DIRECTED": "only", "LONGLOOK_MODEL_GUIDANCE": "1"}}
 
 

@@ -218,3 +218,26 @@ def test_a_run_steered_from_its_baseline_takes_the_transition_and_replays(tmp_pa
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     reached = coverage.load([tmp_path / "steered" / "replay" / "model-coverage"])["aioquic-newreno"].reached
     assert reached[wanted] >= 1, sorted(reached)
+
+
+def test_a_draw_gives_the_same_steered_schedule_again(monkeypatch):
+    """Hypothesis replays a failing example's draws to shrink and report it: the same
+    draw must give the same schedule, though the pool has moved on since it ran."""
+    from hypothesis import strategies as st
+
+    for name, empty in (("_baselines", {}), ("_caps", {}), ("_aims", {}), ("_ran", set()), ("_tries", Counter()),
+                        ("_by_draw", {})):
+        monkeypatch.setattr(steer, name, empty)
+    steer.keep("t", _baseline(SPANS, STEPS))
+    pending = {("CongestionAvoidance", "OnPtoExpired", "TailLossProbe"), ("Recovery", "OnPtoExpired", "TailLossProbe")}
+    strategy = steer.steered(st.nothing(), lambda: pending, lambda: "t")
+    first = strategy.do_draw(_data([7]))
+    steer.ran(first)
+    assert strategy.do_draw(_data([7])) == first
+    assert strategy.do_draw(_data([8])) != first  # another draw, the pool's next
+
+
+def _data(choices):
+    from hypothesis.internal.conjecture.data import ConjectureData
+
+    return ConjectureData.for_choices(choices)

@@ -305,6 +305,8 @@ _aims: dict[Schedule, tuple[str, Transition]] = {}
 #: were aimed at it: a miss is not drawn again, and the transitions tried least come first.
 _ran: set[Schedule] = set()
 _tries: Counter = Counter()
+#: (target, drawn index) → the steered schedule that draw gave (steered()).
+_by_draw: dict[tuple[str | None, int], Schedule] = {}
 #: Steered runs aimed at one transition before it is given up for the session: what
 #: one baseline's moments cannot reach, the next few rarely do.
 TRIES_PER_TRANSITION = 4
@@ -390,10 +392,17 @@ def steered(fallback, pending=lambda: None, current=lambda: None):
         @st.composite
         def draw_one(draw) -> Schedule:
             i = draw(st.integers(min_value=0, max_value=10_000))
+            # The same draw gives the same schedule for the rest of the session, so that
+            # Hypothesis replaying a failing example (to shrink it, or to report it)
+            # runs that example again, not the next one the pool would offer.
+            key = (current(), i)
+            if key in _by_draw:
+                return _by_draw[key]
             steerable = pool(current(), pending())
             if not steerable:
                 return draw(fallback)
-            return steerable[i % len(steerable)][0]
+            _by_draw[key] = steerable[i % len(steerable)][0]
+            return _by_draw[key]
         return draw_one()
 
     return build()
