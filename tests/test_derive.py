@@ -74,3 +74,31 @@ def test_a_capture_of_another_connection_is_refused(quinn):
     stranger = Trace("quinn", "server", [PacketSent(0.0, 10**6, "application", 1200)], "x.sqlog")
     with pytest.raises(DeriveError, match="no packet both in the log and in the capture"):
         fill_from_wire(stranger, view, {"ack_frames"})
+
+
+def test_a_loss_by_the_time_threshold_is_presumed_when_the_loss_timer_fires():
+    """RFC 9002 §6.1.2: a packet below the largest acknowledged that its ACK did not yet
+    find lost is declared when its time threshold runs out, by the loss timer, with no
+    ACK arriving then; a stack without loss events (quiche) cuts its window at that
+    instant, so the presumed loss must come then, not at the next ACK."""
+    from types import SimpleNamespace as NS
+
+    from harness.observe.join import _Flight
+
+    def sent(t, pn):
+        return NS(direction="s2c", t_us=t, packets=[NS(pn=pn, space="application", size=1200, ack_eliciting=True,
+                                                       frames=[])])
+
+    def ack(t, ranges, largest):
+        frame = NS(name="ack", ranges=ranges, largest=largest, delay_us=lambda exponent: 0.0)
+        return NS(direction="c2s", t_us=t, packets=[NS(pn=None, space="application", frames=[frame])])
+
+    f = _Flight("s2c", {"c2s": 3, "s2c": 3}, losses=True)
+    for d in (sent(0, 0), sent(1000, 1), sent(2000, 2), sent(3000, 3), ack(40_000, [(3, 3), (0, 1)], 3),
+              sent(100_000, 4)):
+        f.on_datagram(d)
+    (lost,) = [e for e in f.events if isinstance(e, PacketLost)]
+    # One RTT sample, 37 ms: the threshold is 9/8 of it after packet 2 left.
+    assert (lost.pn, lost.trigger) == (2, "time_threshold") and lost.t_us == pytest.approx(2000 + 9 / 8 * 37_000)
+    later = f.events.index(next(e for e in f.events if isinstance(e, PacketSent) and e.pn == 4))
+    assert f.events.index(lost) < later

@@ -357,11 +357,13 @@ class _Flight:
         self.flying: dict[str, list[int]] = defaultdict(list)  # space → in-flight pns, sorted
         self.presumed: dict[str, list[int]] = defaultdict(list)  # space → presumed-lost pns
         self.bif, self.srtt, self.rttvar, self.min_rtt, self.latest = 0, None, None, None, None
+        self.largest: dict[str, int] = {}  # space → largest acknowledged
         self.window_start, self.window_max = None, 0
         self.events: list[ev.Event] = []
 
     def on_datagram(self, d) -> None:
         """Account one datagram of the connection: a send, or ACKs coming back."""
+        self._loss_timer(d.t_us)
         if d.direction == self.sent_dir:
             for q in d.packets:
                 if q.pn is not None:
@@ -395,7 +397,8 @@ class _Flight:
         if space == "application":  # handshake confirmed: Initial/Handshake no longer count
             for other in ("initial", "handshake"):
                 self.bif -= sum(self.sent[(other, pn)][1] for pn in self.flying.pop(other, []))
-        self._presume_lost(t, space, a.largest)
+        self.largest[space] = max(self.largest.get(space, a.largest), a.largest)
+        self._presume_lost(t, space, self.largest[space])
         self.events.append(ev.Metrics(t, bytes_in_flight=self.bif, smoothed_rtt_us=self.srtt,
                                       min_rtt_us=self.min_rtt, latest_rtt_us=self.latest, rtt_variance_us=self.rttvar))
 
@@ -410,14 +413,36 @@ class _Flight:
             self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - adjusted)
             self.srtt = 0.875 * self.srtt + 0.125 * adjusted
 
+    def _limit(self) -> float:
+        """RFC 9002 §6.1.2's time threshold, µs (0 before the first RTT sample)."""
+        return max(9 / 8 * max(self.srtt, self.latest), 1000.0) if self.srtt is not None else 0.0
+
+    def _loss_timer(self, now: float) -> None:
+        """RFC 9002 §6.1.2 (A.10): a packet below the largest acknowledged that was not
+        yet lost by either threshold at its ACK is declared lost when its time threshold
+        runs out, by the loss timer, with no ACK arriving then: at that instant, before
+        whatever the capture shows next (a stack that logs no losses cuts its window
+        then, quiche among them)."""
+        limit = self._limit()
+        if not limit:
+            return
+        for space, largest in self.largest.items():
+            flying = self.flying[space]
+            while flying and flying[0] < largest and self.sent[(space, flying[0])][0] + limit <= now:
+                before = len(flying)
+                self._presume_lost(self.sent[(space, flying[0])][0] + limit, space, largest)
+                if len(flying) == before:
+                    break
+
     def _presume_lost(self, t: float, space: str, largest: int) -> None:
-        """RFC 9002 §6.1 thresholds: what a sender would declare lost at this ACK."""
+        """RFC 9002 §6.1 thresholds: what a sender would declare lost at `t` (an ACK, or
+        the loss timer's expiry)."""
         flying = self.flying[space]
-        limit = 9 / 8 * max(self.srtt or 0, self.latest or 0)
+        limit = self._limit()
         while flying and flying[0] < largest:
             pn = flying[0]
             sent_t, size, _ = self.sent[(space, pn)]
-            if largest - pn < 3 and (not limit or t - sent_t < limit):
+            if largest - pn < 3 and (not limit or sent_t + limit > t):
                 break  # later packets were sent later still: none of them is lost either
             flying.pop(0)
             self.bif -= size
