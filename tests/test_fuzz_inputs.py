@@ -56,3 +56,11 @@ def test_a_quinn_qlog_whose_metrics_data_is_a_string_is_read_not_crashed():
     AttributeError; the walk already skipped such events."""
     crash = (inputs.HERE / "corpus" / "qlog-quinn" / "crash-metrics-data-a-string").read_bytes()
     inputs.target("qlog-quinn")(crash)
+
+
+def test_a_time_unit_that_is_no_string_is_no_crash():
+    """Found by the qlog-picoquic target (2026-12-03, after 86,823 cases): a draft-00
+    file whose configuration's time_units is a list reached the unit lookup as a dict
+    key and raised TypeError; a unit that is no string now counts as none (ms)."""
+    crash = (inputs.HERE / "corpus" / "qlog-picoquic" / "crash-time-units-a-list").read_bytes()
+    inputs.target("qlog-picoquic")(crash)

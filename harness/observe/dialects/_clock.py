@@ -51,7 +51,8 @@ def time_unit_us(meta: dict[str, Any], header: dict[str, Any]) -> float:
     """µs per unit of the file's event times: draft-00 `time_units`, else ms."""
     conf = meta.get("configuration") or header.get("configuration") or {}
     unit = conf.get("time_units") if isinstance(conf, dict) else None
-    return {"us": 1.0, "ms": 1000.0, "s": 1e6}.get(unit, 1000.0)
+    # A unit that is no string (a broken file's list or object) is no unit: ms.
+    return {"us": 1.0, "ms": 1000.0, "s": 1e6}.get(unit, 1000.0) if isinstance(unit, str) else 1000.0
 
 
 def resolve(raw, link_start_unix_ns: int | None, applog: dict[str, Any] | None,
