@@ -195,8 +195,8 @@ def _first_after(times: tuple[float, ...], t: float) -> int | None:
 
 
 def _dark(b: Baseline, direction: str, t: float, expiries: int) -> Action | None:
-    """The direction dark from its first datagram the sender would meet at or after
-    `t`, long enough for `expiries` PTO expiries in a row and not the next: until
+    """The direction dark from the first datagram the sender would meet after `t`,
+    long enough for `expiries` PTO expiries in a row and not the next: until
     halfway between them (they come 1, 3, 7, … periods after the last send, RFC 9002
     §6.2.1). With the data's direction dark the sender goes on sending for a round
     trip (the acknowledgements of what it sent before open its window): one more."""
@@ -275,14 +275,16 @@ def impairments(b: Baseline, t: Transition) -> list[list[Action]]:
             i = bisect.bisect_left(b.s2c, start) - 1
             out += [Action("s2c", j, "drop", flow=QUIC) for j in (i, i - 1) if j >= 0]
     elif src in ("Recovery", *PTO_STATES) and action not in ("OnPacketsLost", "OnPersistentCongestion", "OnEcnCe"):
-        for tt, _, a, _ in [s for s in b.steps if s[2] == action][:SPANS_TRIED * 3:3]:
+        # Every third of the baseline's first nine such steps: moments apart.
+        for tt, _, _, _ in [s for s in b.steps if s[2] == action][:SPANS_TRIED * 3:3]:
             out += _enter(b, src, tt)
     return [a if isinstance(a, list) else [a] for a in out if a is not None]
 
 
 def candidates(b: Baseline, t: Transition) -> list[tuple[Schedule, int]]:
-    """Steered (schedule, cap) pairs for `t`: the baseline's schedule with one more
-    action each (one already there at that datagram is left as it was)."""
+    """Steered (schedule, cap) pairs for `t`: the baseline's schedule with the actions
+    of one impairment added (one that would put a second action of a kind on a
+    datagram that has one already is left out)."""
     taken = {(a.dir, a.index, a.action) for a in b.schedule.actions}
     out, seen = [], set()
     for added in impairments(b, t):
