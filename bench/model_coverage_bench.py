@@ -56,17 +56,14 @@ def run(impl: str, cc: str, examples: int, seed: int, arm: str, mode: str) -> di
         targets = load([Path(tmp, "model-coverage")]) if Path(tmp, "model-coverage").is_dir() else {}
         lines = [json.loads(x) for f in Path(tmp, "model-coverage").glob("*.ndjson") for x in f.read_text().splitlines()] \
             if Path(tmp, "model-coverage").is_dir() else []
+    # Each steered run: the transition it was steered at, and whether it took it.
+    aims = [[*x["steered"], any(t[:3] == x["steered"] for t in x["transitions"])] for x in lines if x.get("steered")]
     cov = next(iter(targets.values()), None)
     runs = cov.runs if cov else 0
     reached = set(cov.reached) if cov else set()
     obs = {t for t in model_transitions() if (cov.observable(t) if cov else False)}
     return {"impl": impl, "cc": cc, "mode": mode, "seed": seed, "arm": arm, "examples_validated": runs,
-            "steered_runs": sum(1 for x in lines if x.get("steered")),
-            # A steered run that took the transition it was steered at.
-            "steered_hits": sum(1 for x in lines if x.get("steered") and any(t[:3] == x["steered"]
-                                                                            for t in x["transitions"])),
-            "aims": [[*x["steered"], any(t[:3] == x["steered"] for t in x["transitions"])]
-                     for x in lines if x.get("steered")],
+            "steered_runs": len(aims), "steered_hits": sum(1 for a in aims if a[-1]), "aims": aims,
             "observable_reached": len(reached & obs), "observable": len(obs), "seconds": round(took, 1),
             "reached": sorted(reached)}
 

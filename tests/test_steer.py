@@ -168,7 +168,6 @@ def test_a_baseline_reads_states_in_link_time_and_when_the_peers_datagrams_reach
     # A dropped datagram would have reached the sender a one-way delay after it left.
     assert b.c2s == (50_500.0, 51_000.0, 52_000.0)
     assert b.pto_us == pytest.approx(40_000 + 4 * 5_000 + steer.MAX_ACK_DELAY_US)
-    assert b.states_at(30_000) == "SlowStart" and b.states_at(70_000) == "Recovery"
     # The period at a moment is the last logged estimate's; before any, the run's median.
     assert b.pto_at(70_000) == pytest.approx(85_000) and b.pto_at(0) == b.pto_us
 

@@ -97,10 +97,6 @@ class Baseline:
         i = bisect.bisect_right([x for x, _ in self.ptos], t) - 1
         return self.ptos[i][1] if i >= 0 else self.pto_us
 
-    def states_at(self, t: float) -> str | None:
-        i = bisect.bisect_right([s.t0 for s in self.spans], t) - 1
-        return self.spans[i].state if i >= 0 else None
-
 
 def baseline(schedule: Schedule, cap: int, trace, steps, s2c_records, c2s_records) -> Baseline | None:
     """A Baseline from one run: its schedule and cap, the sender's trace (events with
