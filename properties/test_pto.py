@@ -122,7 +122,7 @@ def test_a_probe_timeout_declares_no_loss(longlook, target, schedule):
     with longlook.run(target, schedule, DARK_PLAN) as obs:
         obs.completed()
         trace, view = obs.sender, obs.wire
-        confirmed = analysis.handshake_confirmed_us(view) or 0.0
+        confirmed = analysis.sender_confirmed_us(view) or 0.0  # either direction
         expiries = [p for p in analysis.ptos(obs.sender_with_wire) if p.t_us > confirmed]
         bad = declared_by_a_timer_with_data_to_send(trace, view)
         if not expiries and not bad:

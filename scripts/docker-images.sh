@@ -31,8 +31,10 @@ stage() {
         aioquic)
             local version
             version=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["version"])' "$ep/aioquic/caps.json")
-            # window_cap.py: LL_MAX_WINDOW (the model property draws caps for aioquic).
-            cp "$ep/aioquic/endpoint.py" "$ep/aioquic/h3serve.py" "$ep/aioquic/window_cap.py" "$dst/endpoint/"
+            # window_cap.py: LL_MAX_WINDOW (the model property draws caps for aioquic);
+            # ack_hold.py: LL_ACK_HOLD_MS (the ACK Delay cap's property holds ACKs).
+            cp "$ep/aioquic/endpoint.py" "$ep/aioquic/h3serve.py" "$ep/aioquic/window_cap.py" \
+                "$ep/aioquic/ack_hold.py" "$dst/endpoint/"
             # Wheels for the image's Python (bookworm: 3.11, as the project's venv).
             if [ ! -d "$dst/site/aioquic-$version.dist-info" ]; then
                 rm -rf "$dst/site"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from harness.observe.quic_frames import Ack, Other, Ping, Stream
 from harness.observe.wire import Datagram, QuicPacket
-from harness.verdict import ack_timing
+from harness.verdict import ack_timing, analysis
 
 SLACK_US = 2_000
 BOUND_US = 25_000 + SLACK_US  # the default max_ack_delay (no transport parameter seen)
@@ -94,7 +94,7 @@ def test_a_client_sending_an_upload_is_confirmed_by_the_handshake_done_it_receiv
     view = View(dg(0, "c2s", pkt(0, Other("handshake_done"))), data(1_000, 1, 0),
                 dg(10_000, "c2s", pkt(5, Ping())), data(50_000, 2, 1000, ack((5, 5))),
                 data(90_000, 3, 2000, fin=True))
-    assert ack_timing.confirmed_us(view) == 0
+    assert analysis.sender_confirmed_us(view) == 0
     owed = {o.pn: o for o in ack_timing.owed_acks(view, SLACK_US)}
     assert owed.keys() == {0, 5}  # the HANDSHAKE_DONE's packet is ack-eliciting too
     assert owed[5].late and owed[5].delay_us == 40_000

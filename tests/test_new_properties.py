@@ -98,6 +98,8 @@ CASES = [
      "tests.mutants.cubic_late_undo:CubicLateUndo", "late-undo"),
     ("properties/test_cubic_epochs.py::test_cubic_curve_is_no_steeper_than_its_constant",
      "tests.mutants.cubic_c_ten_times:CubicCTenTimes", "curve-steeper-than-c"),
+    ("properties/test_rtt.py::test_ack_delay_is_capped_at_max_ack_delay",
+     "tests.mutants.ack_delay_uncapped:AckDelayUncapped", "ack-delay-above-max-ack-delay"),
 ]
 #: Rules of CUBIC alone: stock NewReno is not applicable to them, so stock CUBIC, whose
 #: verdict is given beside each (stock aioquic restarts its window after a pause, so

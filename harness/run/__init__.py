@@ -31,6 +31,11 @@ class Target:
     direction: str = "download"
 
     @property
+    def receiver(self) -> Stack:
+        """The stack whose endpoint receives the transfer and sends the ACKs."""
+        return self.peer or self.stack
+
+    @property
     def sender_id(self) -> str:
         """The judged sender alone: its findings hold whatever the peer and direction."""
         return f"{self.stack.label}-{self.cc.name}".replace(":", "_")
@@ -76,7 +81,8 @@ class Example:
                      "tcp_flows": self.plan.tcp_flows, "tcp_cc": self.plan.tcp_cc,
                      "quic_flows": self.plan.quic_flows, "direction": self.plan.direction}
                     | ({"cert_padding": self.plan.cert_padding} if self.plan.cert_padding else {})
-                    | ({"window_cap": self.plan.window_cap} if self.plan.window_cap else {}),
+                    | ({"window_cap": self.plan.window_cap} if self.plan.window_cap else {})
+                    | ({"ack_hold_ms": self.plan.ack_hold_ms} if self.plan.ack_hold_ms else {}),
             "timeout_s": self.timeout_s,
             "mode": self.mode,
         } | ({"peer": self.peer} if self.peer else {})
@@ -87,7 +93,8 @@ class Example:
         plan = TransferPlan(sizes=tuple(p["sizes"]), testcase=p["testcase"], think_ms=p["think_ms"], seed=p["seed"],
                             tcp_flows=p.get("tcp_flows", 0), tcp_cc=p.get("tcp_cc", "cubic"),
                             quic_flows=p.get("quic_flows", 1), direction=p.get("direction", "download"),
-                            cert_padding=p.get("cert_padding", 0), window_cap=p.get("window_cap", 0))
+                            cert_padding=p.get("cert_padding", 0), window_cap=p.get("window_cap", 0),
+                            ack_hold_ms=p.get("ack_hold_ms", 0))
         return cls(d["nodeid"], d["stack"], d["cc"], Schedule.from_json(d["schedule"]), plan, d["timeout_s"],
                    d.get("mode", "real"), d.get("peer"))
 
@@ -145,7 +152,8 @@ def run_example(example: Example, target: Target, out: Path) -> TransferResult:
     `example.mode` (see `mode_for`); in virtual time, a stack or plan that needs
     real time raises harness.virtual.RealTimeOnly."""
     opts = EndpointOptions(cc=None if target.cc.name == target.stack.default_cc else target.cc.name,
-                           timeout_s=example.timeout_s, max_window=example.plan.window_cap or None)
+                           timeout_s=example.timeout_s, max_window=example.plan.window_cap or None,
+                           ack_hold_ms=example.plan.ack_hold_ms)
     if example.mode == "virtual":
         from harness import virtual
 

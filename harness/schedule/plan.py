@@ -44,6 +44,13 @@ class TransferPlan:
     #: setting, not the application's, but part of what one example runs, so a
     #: replay runs it too; trace validation gives it to the model as MaxWindow.
     window_cap: int = 0
+    #: The receiver holds each acknowledgement this many ms after the first
+    #: ack-eliciting packet it covers arrived, and reports the wait in its ACK Delay
+    #: (0: its own timing). Above its max_ack_delay it reports delays RFC 9002 §5.3
+    #: tells the sender to cap: a receiver setting (LL_ACK_HOLD_MS), for receivers
+    #: whose endpoint declares it (caps.json honours.ack_hold); any other refuses
+    #: the run as unsupported.
+    ack_hold_ms: int = 0
 
     def __post_init__(self) -> None:
         if self.direction not in DIRECTIONS:

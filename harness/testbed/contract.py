@@ -40,6 +40,9 @@ class EndpointOptions:
     #: (GSO on send, GRO on receive; LL_OFFLOAD=off), for stacks that declare the
     #: switch (caps.json honours.offload); True leaves each stack's default.
     offload: bool = True
+    #: The receiver holds each ACK this long, ms (LL_ACK_HOLD_MS; TransferPlan.ack_hold_ms):
+    #: only for receivers that declare it (caps.json honours.ack_hold); see `unhonoured_by_receiver`.
+    ack_hold_ms: int = 0
 
 
 @dataclass
@@ -154,14 +157,22 @@ def contract_env(opts: EndpointOptions, plan: TransferPlan) -> dict[str, str]:
         env["LL_MAX_WINDOW"] = str(opts.max_window)
     if not opts.offload:
         env["LL_OFFLOAD"] = "off"
+    if opts.ack_hold_ms:
+        env["LL_ACK_HOLD_MS"] = str(opts.ack_hold_ms)
     return env
 
 
-def unhonoured(stack, opts: EndpointOptions) -> str | None:
+def unhonoured(stack, opts: EndpointOptions, receiver=None) -> str | None:
     """Why `stack` cannot run with `opts`, decided before it starts, for an option its
-    endpoint would not refuse itself: LL_MAX_WINDOW and LL_OFFLOAD are newer than most
-    endpoints, which ignore variables they do not know and would run uncapped or
-    with their offloads on. None: it can."""
+    endpoint would not refuse itself: LL_MAX_WINDOW, LL_OFFLOAD and LL_ACK_HOLD_MS are
+    newer than most endpoints, which ignore variables they do not know and would run
+    uncapped, with their offloads on, or acknowledging on their own timing.
+    `receiver` is the stack that receives the transfer (default `stack`: a pair of
+    one stack), whose endpoint must honour LL_ACK_HOLD_MS. None: it can."""
+    receiver = receiver or stack
+    if opts.ack_hold_ms and not receiver.honours.get("ack_hold"):
+        return (f"held acknowledgements (LL_ACK_HOLD_MS={opts.ack_hold_ms}) unsupported: the receiver "
+                f"{receiver.name}'s endpoint does not declare them (caps.json honours.ack_hold)")
     if opts.max_window and not stack.honours.get("max_window"):
         return (f"a window cap (LL_MAX_WINDOW={opts.max_window}) unsupported: {stack.name}'s endpoint does not "
                 "declare it (caps.json honours.max_window)")

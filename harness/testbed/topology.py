@@ -171,7 +171,7 @@ class Testbed(Competition):
         under the link side's directory; the objects arrive in client/downloads."""
         peer = peer if peer is not None and peer.label != stack.label else stack
         upload = plan.direction == "upload"
-        refused = unhonoured(stack, opts) or (unhonoured_by_peer(peer, opts) if peer is not stack else None)
+        refused = unhonoured(stack, opts, receiver=peer) or (unhonoured_by_peer(peer, opts) if peer is not stack else None)
         if refused:
             self._flows = self.flows(stack, plan, SERVER_PORT)
             return TransferResult(stack=stack.name, cc=opts.cc, ok=False, unsupported=True, bytes=0, duration_s=0.0,

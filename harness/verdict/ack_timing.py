@@ -39,17 +39,6 @@ class OwedAck:
         return None if self.acked_us is None else self.acked_us - self.arrived_us
 
 
-def confirmed_us(view) -> float | None:
-    """When the sender's handshake was confirmed: the HANDSHAKE_DONE it sent (a
-    server) or the first one it received (a client sending an upload), RFC 9001
-    §4.1.2. Before that an endpoint may lack the keys to read a 1-RTT packet
-    (RFC 9000 §13.2.1's exception)."""
-    sent = analysis.handshake_confirmed_us(view, "s2c")
-    received = analysis.handshake_done_at(view, "c2s")
-    t = min(sent if sent is not None else float("inf"), received)
-    return None if t == float("inf") else t
-
-
 def sending_intervals(view) -> list[tuple[float, float]]:
     """(from, to) µs while the sender had a stream's data to send: from the stream's
     first STREAM frame to the first one carrying its FIN, merged. Streams that never
@@ -73,7 +62,7 @@ def owed_acks(view, slack_us: float) -> list[OwedAck]:
     application-space ACK frame covers it. Those whose deadline falls after the
     sender's last datagram are left out: the connection ended before the
     acknowledgement was due."""
-    after = confirmed_us(view)
+    after = analysis.sender_confirmed_us(view)
     if after is None:
         return []
     bound = analysis.max_ack_delay_us(view, "s2c") + slack_us

@@ -196,6 +196,16 @@ def handshake_confirmed_us(view, direction: str = "s2c") -> float | None:
     return None
 
 
+def sender_confirmed_us(view) -> float | None:
+    """When the sender's handshake was confirmed, read off its side's capture: the
+    HANDSHAKE_DONE it sent (a server) or the first one it received (a client sending
+    an upload), RFC 9001 §4.1.2. None when none was captured."""
+    sent = handshake_confirmed_us(view, "s2c")
+    received = handshake_done_at(view, "c2s")
+    t = min(sent if sent is not None else float("inf"), received)
+    return None if t == float("inf") else t
+
+
 def bytes_newly_acknowledged(view, t_from_us: float, t_to_us: float, slack_us: float = 1_000,
                              sent_after_us: float | None = None) -> int:
     """Bytes of the sender's in-flight application packets that ACKs reaching it

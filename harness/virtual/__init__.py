@@ -194,6 +194,10 @@ def _run(schedule: Schedule, out: Path, plan, opts, names: list[str]) -> dict:
         server = aq.Server(*SERVER, configs["server"], out / "www", applogs["server"])
         client = aq.Client(*CLIENT, configs["client"], SERVER, names, plan.testcase, plan.think_ms,
                            roles["client"] / "downloads", applogs["client"])
+        if opts.ack_hold_ms:  # the client receives: virtual time runs downloads only
+            from harness.endpoints.aioquic.ack_hold import hold_acks
+
+            hold_acks(client.conn, opts.ack_hold_ms)
         loop = EventLoop(link, client, server, clock)
         client.start(0.0)
         try:
