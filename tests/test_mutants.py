@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import subprocess
 import sys
 
@@ -38,6 +39,19 @@ def test_zoo_has_at_least_twelve_aioquic_and_three_quinn_mutants():
     assert len(AIOQUIC) >= 12
     assert len([m for m in MUTANTS if m.stack == "quinn"]) >= 3
     assert len({m.name for m in MUTANTS}) == len(MUTANTS)
+
+
+def test_every_planted_controller_is_scored_or_says_why_not():
+    """A mutant written for one property's test is scored by the zoo too, so that a
+    property that stops killing it shows, whichever property it was written for."""
+    from tests.mutants.catalogue import NOT_SCORED
+
+    package = REPO_ROOT / "tests" / "mutants"
+    planted = {p.stem for p in package.glob("*.py") if not p.stem.startswith("_")  # _reno: a base, not a mutant
+               if re.search(r"^class \w+\((Reno|Cubic)CongestionControl\)", p.read_text(), re.M)}
+    scored = {m.cc.split(":")[0].rsplit(".", 1)[-1] for m in AIOQUIC}
+    assert planted - scored - set(NOT_SCORED) == set()
+    assert set(NOT_SCORED) <= planted - scored
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])

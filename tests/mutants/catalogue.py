@@ -60,11 +60,64 @@ MUTANTS: tuple[Mutant, ...] = (
     _aioquic("slow_start_capped_per_ack", "SlowStartCappedPerAck", "newreno",
              "slow start adds at most two datagrams per ACK (L = 2)"),
     _aioquic("cubic_reduce_every_loss", "CubicReduceEveryLoss", "cubic", "CUBIC reducing on every loss"),
+    # Planted for the properties written after the first scored zoo (each has its own
+    # test in tests/test_new_properties.py and beside it); scored here with the rest,
+    # so that every property, not only the one it was written for, may kill it.
+    _aioquic("collapse_on_every_loss", "CollapseOnEveryLoss", "newreno",
+             "every congestion event taken for persistent congestion"),
+    _aioquic("cut_at_recovery_end", "CutAtRecoveryEnd", "newreno", "the cut held back until the recovery period ends"),
+    _aioquic("cuts_without_loss", "CutsWithoutLoss", "newreno", "two halvings with no loss behind them"),
+    _aioquic("stuck_in_recovery", "StuckInRecovery", "newreno", "a recovery period that never ends"),
+    _aioquic("ignores_every_second_loss", "IgnoresEverySecondLoss", "newreno",
+             "every second lost packet dropped quietly, left in flight"),
+    _aioquic("paced_as_app_limited", "PacedAsAppLimited", "newreno", "a flight the pacer holds counts as app-limited"),
+    _aioquic("pc_before_first_sample", "PcBeforeFirstSample", "newreno",
+             "losses before the first RTT sample count toward persistent congestion"),
+    _aioquic("delay_exit_every_slow_start", "DelayExitEverySlowStart", "newreno",
+             "a delay-based exit in every slow start, not only the first"),
+    _aioquic("early_time_threshold", "EarlyTimeThreshold", "newreno", "time threshold 9/32 RTT with no floor"),
+    _aioquic("late_time_threshold", "LateTimeThreshold", "newreno", "time threshold 2.5 RTT"),
+    _aioquic("no_loss_timer", "NoLossTimer", "newreno", "no loss timer: time-threshold losses wait for an ACK"),
+    _aioquic("pto_without_granularity", "PtoWithoutGranularity", "newreno", "PTO period without the kGranularity floor"),
+    _aioquic("two_idle_probes", "TwoIdleProbes", "newreno", "two probes for every PTO, PINGs when idle"),
+    _aioquic("ack_only_probes", "AckOnlyProbes", "newreno", "every other PTO probe ACK-only, not ack-eliciting"),
+    _aioquic("probe_burst_of_five", "ProbeBurstOfFive", "newreno", "PTO bursts of up to five datagrams"),
+    _aioquic("probes_not_in_flight", "ProbesNotInFlight", "newreno", "probes past the window left out of bytes in flight"),
+    _aioquic("sends_beyond_window", "SendsBeyondWindow", "newreno", "window check off by four datagrams"),
+    _aioquic("acks_paced", "AcksPaced", "newreno", "ACKs wait for the pacer's release"),
+    _aioquic("no_anti_deadlock_probe", "NoAntiDeadlockProbe", "newreno",
+             "client arms no probe timer with nothing in flight before its Handshake is acknowledged"),
+    _aioquic("amplification_twice", "AmplificationTwice", "newreno",
+             "server counts received bytes twice toward its amplification budget"),
+    _aioquic("crypto_resend_unlimited", "CryptoResendUnlimited", "newreno",
+             "CRYPTO resent early on every duplicate ClientHello"),
+    _aioquic("ack_delay_uncapped", "AckDelayUncapped", "newreno",
+             "a peer's whole ACK Delay subtracted, past its max_ack_delay"),
+    _aioquic("cubic_alpha_never_one", "CubicAlphaNeverOne", "cubic", "Reno-friendly α stays ≈ 0.53, never 1"),
+    _aioquic("cubic_c_ten_times", "CubicCTenTimes", "cubic", "CUBIC C = 4"),
+    _aioquic("cubic_clock_through_idle", "CubicClockThroughIdle", "cubic",
+             "CUBIC's clock runs through application-limited pauses"),
+    _aioquic("cubic_late_undo", "CubicLateUndo", "cubic", "a cut undone however late its loss proves spurious"),
+    _aioquic("cubic_no_delay_exit", "CubicNoDelayExit", "cubic", "CUBIC without a delay-based slow start exit"),
+    _aioquic("cubic_no_fast_convergence", "CubicNoFastConvergence", "cubic", "CUBIC without fast convergence"),
+    _aioquic("cubic_undo_every_cut", "CubicUndoEveryCut", "cubic", "every cut undone a round trip later"),
+    _aioquic("no_reno_friendly", "NoRenoFriendly", "cubic", "CUBIC without its Reno-friendly region"),
+    _aioquic("no_slow_start", "NoSlowStart", "cubic", "CUBIC that starts in congestion avoidance"),
     _quinn("mutant-beta-0.9", "β = 0.9 (NewRenoConfig::loss_reduction_factor)"),
     _quinn("mutant-reduce-every-loss", "a reduction on every loss, recovery period ignored"),
     _quinn("mutant-persistent-congestion-ignored", "persistent congestion ignored"),
     _quinn("mutant-app-limited-growth", "window growth while application-limited", APP_LIMITED),
 )
+
+
+#: Modules of this package that plant a controller the zoo does not score, and why.
+#: tests/test_mutants.py holds every other controller module to a catalogue entry.
+NOT_SCORED: dict[str, str] = {
+    "cubic_restart_after_pc": "not a bug: RFC 9438 §4.8 planted into aioquic, which lacks it (F90)",
+    "min_rtt_reset_after_pc": "not a bug: RFC 9002 §5.2's min_rtt reset planted into aioquic",
+    "reno_called_bbr": "no stock: aioquic has no BBR whose verdicts would define a kill; "
+                       "tests/test_bbr_properties.py holds every BBR property to failing it",
+}
 
 
 def impairment_events(schedule: dict) -> int:
