@@ -96,3 +96,37 @@ def test_the_floor_is_exercised_by_an_acknowledgement_between_9_8_rtt_and_1_ms()
     assert floor_triggers(trace, _floor_view(255.0)) == []
     # Back after a millisecond: the floor does not hold it back.
     assert floor_triggers(trace, _floor_view(1_200.0)) == []
+
+
+def test_the_slow_reordering_links_hold_past_an_ack_timer_and_within_the_time_threshold():
+    """A hold behind k ≤ 2 datagrams on the slow links lasts k serialisations: more than
+    the 1 ms a receiver (aioquic) may wait before acknowledging, so the sender sees
+    the reordering; less than RTT/8, so RFC 9002's time threshold allows no loss. The
+    explicit slow example is one of them, and the drawn schedules reach them too."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from harness.schedule.strategies import SLOW_REORDER_LINKS, reorder_below_threshold
+    from properties.test_reordering import SLOW_HOLDS
+
+    def check(rate_bps: int, rtt_us: int, k: int) -> None:
+        held_us = k * 1252 * 8 / rate_bps * 1e6
+        assert 1_000 < held_us < rtt_us / 8, (rate_bps, rtt_us, k)
+
+    @settings(max_examples=20, database=None)
+    @given(SLOW_REORDER_LINKS, st.integers(1, 2))
+    def each(link, k):
+        check(link.rate_bps, link.rtt_us, k)
+
+    each()
+    first = SLOW_HOLDS.phases[0].s2c
+    check(first.rate_bps, 2 * first.delay_us, max(a.k for a in SLOW_HOLDS.actions))
+    rates = set()
+
+    @settings(max_examples=60, database=None)
+    @given(reorder_below_threshold())
+    def drawn(schedule):
+        rates.add(schedule.phases[0].s2c.rate_bps)
+
+    drawn()
+    assert rates & {2_000_000, 4_000_000} and rates - {2_000_000, 4_000_000}
