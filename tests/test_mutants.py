@@ -149,6 +149,10 @@ def test_a_flaky_findings_pass_is_no_false_kill():
     # xpassed: a non-strict (flaky) finding passed; a strict one that passes is "failed".
     assert zoo.Stock("quinn", "newreno", [run("passed"), run("xpassed")]).false_kills() == []
     assert zoo.Stock("quinn", "newreno", [run("passed"), run("failed")]).false_kills() == ["properties/test_u.py::test_u"]
+    # ... and a pass: a property whose finding did not show in any stock run can kill
+    # (a mutant's failure matching the finding's signature xfails and kills nothing).
+    assert zoo.Stock("quinn", "newreno", [run("passed"), run("xpassed")]).passed_always() == ["properties/test_u.py::test_u"]
+    assert zoo.Stock("quinn", "newreno", [run("passed"), run("xfailed")]).passed_always() == []
 
 
 def _zoo():
