@@ -260,11 +260,14 @@ def snapshot(paths: list[str]) -> list[str]:
     return list(dict.fromkeys(_prop(n) for n in found))
 
 
-def run_stock(stack: str, cc: str, n: int, props: list[str], out: Path, profile: str, report: bool) -> Stock:
+def run_stock(stack: str, cc: str, n: int, props: list[str], out: Path, profile: str, report: bool,
+              reuse: bool = False) -> Stock:
     runs = []
     for i in range(n):
         d = out / f"stock-{stack}-{cc}-{i + 1}"
-        if report:
+        if reuse and not report and (run := Run.load(d)) is not None:
+            _log(f"[stock {stack}/{cc} run {i + 1}/{n}: kept from {d}]")
+        elif report:
             run = Run.load(d)
             if run is None:
                 raise SystemExit(f"--report: no stock run in {d}")
@@ -426,6 +429,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "artifacts" / "mutants", help="results and artifacts")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown too")
     ap.add_argument("--report", action="store_true", help="run nothing: rebuild the table from --out's runs")
+    ap.add_argument("--reuse-stock", action="store_true",
+                    help="keep the stock runs already in --out (score more mutants against the same stock)")
     a = ap.parse_args(argv)
     # A plain SIGTERM would end this process without stopping the pytest child.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -451,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         _log(f"[{len(props)} properties: {', '.join(p.split('::')[-1] for p in props)}]")
     stocks: dict[tuple[str, str], Stock] = {}
     for key in dict.fromkeys((m.stack, m.stock) for m in chosen):
-        stocks[key] = run_stock(*key, a.stock_runs, props, a.out, a.profile, a.report)
+        stocks[key] = run_stock(*key, a.stock_runs, props, a.out, a.profile, a.report, a.reuse_stock)
     if a.report:
         props = sorted({p for s in stocks.values() for r in s.runs for p in r.outcomes()})
     verdicts = []

@@ -155,6 +155,22 @@ def test_a_flaky_findings_pass_is_no_false_kill():
     assert zoo.Stock("quinn", "newreno", [run("passed"), run("xfailed")]).passed_always() == []
 
 
+
+def test_stock_runs_already_in_the_output_are_kept_when_asked(tmp_path, monkeypatch):
+    zoo = _zoo()
+    d = tmp_path / "stock-aioquic-newreno-1"
+    d.mkdir()
+    (d / "verdicts.ndjson").write_text(json.dumps({"nodeid": "properties/test_u.py::test_u[aioquic-newreno]",
+                                                   "outcome": "passed", "duration_s": 1.0}) + "\n")
+    ran = []
+    monkeypatch.setattr(zoo, "run_pytest", lambda *a, **k: ran.append(a) or zoo.Run([], 0.0, 0))
+    kept = zoo.run_stock("aioquic", "newreno", 2, ["p"], tmp_path, "ci", report=False, reuse=True)
+    assert kept.runs[0].outcomes() == {"properties/test_u.py::test_u": "passed"}
+    assert len(ran) == 1, "the second run was not there: it runs"
+    zoo.run_stock("aioquic", "newreno", 1, ["p"], tmp_path, "ci", report=False)
+    assert len(ran) == 2, "without reuse every stock run runs again"
+
+
 def _zoo():
     sys.path.insert(0, str(REPO_ROOT / "scripts"))
     try:
