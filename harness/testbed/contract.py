@@ -41,7 +41,7 @@ class EndpointOptions:
     #: switch (caps.json honours.offload); True leaves each stack's default.
     offload: bool = True
     #: The receiver holds each ACK this long, ms (LL_ACK_HOLD_MS; TransferPlan.ack_hold_ms):
-    #: only for receivers that declare it (caps.json honours.ack_hold); see `unhonoured_by_receiver`.
+    #: only for receivers that declare it (caps.json honours.ack_hold); see `unhonoured`.
     ack_hold_ms: int = 0
 
 
