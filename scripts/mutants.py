@@ -311,6 +311,11 @@ def run_mutant(m: Mutant, stock: Stock, out: Path, profile: str, report: bool) -
         prop = _prop(kill["nodeid"])
         _log(f"    {m.name}: {prop.split('::')[-1]} not a kill: the stock {stock_says} on the same example")
         v.unconfirmed.append(f"{prop.split('::')[-1]}: stock {stock_says} on the same example")
+        if stock_says == "undecided":
+            # A property its stock passes in every run failed the mutant, on an example
+            # (often the shrunk one) where the stock's trigger never happened: neither a
+            # kill nor a survival.
+            v.undecided_by.append(prop)
         ran = {_prop(r["nodeid"]) for r in run.records}
         remaining = [p for p in remaining if p not in ran]
         attempt += 1
@@ -321,7 +326,7 @@ def run_mutant(m: Mutant, stock: Stock, out: Path, profile: str, report: bool) -
         records += extra.records
         failing = {_prop(r["nodeid"]) for r in extra.records if is_verdict(r)}
         v.equivalent_by = sorted(failing & stock.failed_sometimes())
-        v.undecided_by = sorted(failing - stock.failed_sometimes())
+        v.undecided_by = sorted(set(v.undecided_by) | (failing - stock.failed_sometimes()))
     v.failed = [_prop(r["nodeid"]) for r in records if r["outcome"] == "failed"]
     v.errors = sorted({f"{_prop(r['nodeid']).split('::')[-1]}: {r.get('message') or '?'}" for r in records
                        if r["outcome"] in ("failed", "error") and not is_verdict(r)})

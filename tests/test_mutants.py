@@ -274,7 +274,16 @@ def test_a_kill_counts_only_where_the_stock_passes_the_same_example(tmp_path, mo
     # Had the stock failed the second example too, the mutant would have survived.
     runs = iter([zoo.Run([rec(first, "failed", "Deviation_beta: x")], 1.0, 1),
                  zoo.Run([rec(second, "failed", "Deviation_one_reduction: y")], 1.0, 1)])
-    replays = iter([("failed", 3.0), ("undecided", 2.0)])
+    replays = iter([("failed", 3.0), ("failed", 2.0)])
     v = zoo.run_mutant(mutant, stock, tmp_path, "ci", False)
     assert v.killed_by is None and len(v.unconfirmed) == 2
     assert "SURVIVED (test_a: stock failed" in zoo.table([v], [], markdown=False)
+
+    # Had the stock's trigger not happened on the second example (not exercised, no
+    # verdict), the property caught the mutant where nothing says the stock would
+    # pass: undecided, not scored, never "survived".
+    runs = iter([zoo.Run([rec(first, "failed", "Deviation_beta: x")], 1.0, 1),
+                 zoo.Run([rec(second, "failed", "Deviation_one_reduction: y")], 1.0, 1)])
+    replays = iter([("failed", 3.0), ("undecided", 2.0)])
+    v = zoo.run_mutant(mutant, stock, tmp_path, "ci", False)
+    assert v.killed_by is None and v.status == "undecided" and v.undecided_by == [second]
