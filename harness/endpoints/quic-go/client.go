@@ -1,7 +1,8 @@
 // Client role: fetches every URL in REQUESTS over one connection, one
 // bidirectional stream per request, sequentially (transfer), all at once
 // (multiplexing) or with LL_THINK_MS pauses (appidle), and writes each response
-// to LL_DOWNLOADS/NAME.
+// to LL_DOWNLOADS/NAME; in an upload (LL_DIRECTION=upload) it sends each
+// LL_WWW/NAME instead, as PUT /NAME, and waits for the server's FIN.
 package main
 
 import (
@@ -31,6 +32,7 @@ func runClient(s settings, app *appLog, keyLog *os.File, tracer *qlogTracer) err
 	if downloads == "" {
 		downloads = "/downloads"
 	}
+
 	think := time.Duration(0)
 	if v := os.Getenv("LL_THINK_MS"); v != "" {
 		ms, err := strconv.ParseFloat(v, 64)
@@ -56,11 +58,19 @@ func runClient(s settings, app *appLog, keyLog *os.File, tracer *qlogTracer) err
 	if err != nil {
 		return fmt.Errorf("dial %s: %w", authority, err)
 	}
+	transfer := func(name string) (int64, error) { return fetchOne(conn, app, downloads, name) }
+	if s.upload {
+		www := os.Getenv("LL_WWW")
+		if www == "" {
+			www = "/www"
+		}
+		transfer = func(name string) (int64, error) { return uploadOne(conn, app, www, name) }
+	}
 
 	switch s.testcase {
 	case "multiplexing":
 		err = fetchParallel(names, func(name string) error {
-			_, err := fetchOne(conn, app, downloads, name)
+			_, err := transfer(name)
 			return err
 		})
 	default:
@@ -73,7 +83,7 @@ func runClient(s settings, app *appLog, keyLog *os.File, tracer *qlogTracer) err
 				time.Sleep(think)
 				app.event("idle_end", last, 0)
 			}
-			if last, err = fetchOne(conn, app, downloads, name); err != nil {
+			if last, err = transfer(name); err != nil {
 				break
 			}
 		}
@@ -148,6 +158,39 @@ func fetchOne(conn *quic.Conn, app *appLog, downloads, name string) (int64, erro
 	n, err := io.Copy(f, str)
 	if err != nil {
 		return id, fmt.Errorf("response %s after %d bytes: %w", name, n, err)
+	}
+	app.event("request_done", id, n)
+	return id, nil
+}
+
+// uploadOne sends LL_WWW/NAME as PUT /NAME on a new stream and returns the stream
+// once the server's FIN says it stored every byte.
+func uploadOne(conn *quic.Conn, app *appLog, www, name string) (int64, error) {
+	f, err := os.Open(filepath.Join(www, filepath.Clean("/"+name)))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	size := int64(-1)
+	if fi, err := f.Stat(); err == nil {
+		size = fi.Size()
+	}
+	str, err := conn.OpenStreamSync(context.Background())
+	if err != nil {
+		return 0, fmt.Errorf("open stream for %s: %w", name, err)
+	}
+	id := int64(str.StreamID())
+	app.event("request_start", id, size)
+	if _, err := io.WriteString(str, "PUT /"+name+"\r\n"); err != nil {
+		return id, fmt.Errorf("upload %s: %w", name, err)
+	}
+	n, err := io.Copy(str, f)
+	if err != nil {
+		return id, fmt.Errorf("upload %s after %d bytes: %w", name, n, err)
+	}
+	str.Close()
+	if _, err := io.Copy(io.Discard, str); err != nil {
+		return id, fmt.Errorf("upload %s: the server's answer: %w", name, err)
 	}
 	app.event("request_done", id, n)
 	return id, nil

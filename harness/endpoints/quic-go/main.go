@@ -36,6 +36,7 @@ const (
 // settings is the parsed, validated environment shared by both roles.
 type settings struct {
 	role, testcase string
+	upload         bool // LL_DIRECTION=upload: the client sends (PUT), the server stores
 	cc             string
 	datagramSize   uint16
 	flowWindow     uint64
@@ -76,8 +77,12 @@ func parseSettings() settings {
 	default:
 		unsupported("unsupported TESTCASE %q", s.testcase)
 	}
-	if d := os.Getenv("LL_DIRECTION"); d != "" && d != "download" {
-		unsupported("LL_DIRECTION=%q unsupported (downloads only)", d)
+	switch d := os.Getenv("LL_DIRECTION"); d {
+	case "", "download":
+	case "upload":
+		s.upload = true
+	default:
+		unsupported("LL_DIRECTION=%q unsupported (download or upload)", d)
 	}
 
 	// quic-go hard-wires its sender to Reno mode (the CUBIC code path is internal

@@ -1,6 +1,7 @@
 // Server role: serves LL_WWW over HTTP/0.9 until SIGTERM, one response per
 // bidirectional stream, and logs when each response is queued and fully handed
-// to quic-go (the ground truth of when the server has data to send).
+// to quic-go (the ground truth of when the server has data to send). In an
+// upload it stores each PUT /NAME body in LL_DOWNLOADS/NAME and answers with FIN.
 package main
 
 import (
@@ -54,7 +55,11 @@ func runServer(s settings, app *appLog, keyLog *os.File, tracer *qlogTracer) err
 	}
 	fmt.Println(`{"ready": true}`)
 
-	srv := &server{www: www, app: app, conns: map[*quic.Conn]struct{}{}}
+	downloads := os.Getenv("LL_DOWNLOADS")
+	if downloads == "" {
+		downloads = "/downloads"
+	}
+	srv := &server{www: www, downloads: downloads, app: app, conns: map[*quic.Conn]struct{}{}}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	go func() {
@@ -80,8 +85,8 @@ func runServer(s settings, app *appLog, keyLog *os.File, tracer *qlogTracer) err
 }
 
 type server struct {
-	www string
-	app *appLog
+	www, downloads string
+	app            *appLog
 
 	mu    sync.Mutex
 	conns map[*quic.Conn]struct{}
@@ -123,13 +128,21 @@ func (srv *server) serveConn(conn *quic.Conn) {
 
 func (srv *server) serveStream(str *quic.Stream) {
 	id := int64(str.StreamID())
-	// The request is one line, normally followed by FIN; accept either end.
-	line, err := bufio.NewReader(io.LimitReader(str, 4096)).ReadString('\n')
+	// The request is one line (at most the reader's 4096 bytes), normally followed
+	// by FIN, or in an upload by the body; accept either end.
+	br := bufio.NewReader(str)
+	raw, err := br.ReadSlice('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
+		str.CancelRead(errBadRequest)
 		str.CancelWrite(errBadRequest)
 		return
 	}
-	name, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), "GET /")
+	line := strings.TrimRight(string(raw), "\r\n")
+	if put, ok := strings.CutPrefix(line, "PUT /"); ok {
+		srv.store(str, br, put)
+		return
+	}
+	name, ok := strings.CutPrefix(line, "GET /")
 	if !ok {
 		str.CancelRead(errBadRequest)
 		str.CancelWrite(errBadRequest)
@@ -157,4 +170,38 @@ func (srv *server) serveStream(str *quic.Stream) {
 	}
 	str.Close()
 	srv.app.event("request_done", id, n)
+}
+
+// store writes an upload's body to LL_DOWNLOADS/NAME (a plain name, nothing that
+// leaves the directory) and answers with FIN once it has every byte.
+func (srv *server) store(str *quic.Stream, body io.Reader, name string) {
+	id := int64(str.StreamID())
+	if name == "" || strings.Contains(name, "/") || name == "." || name == ".." {
+		str.CancelRead(errBadRequest)
+		str.CancelWrite(errBadRequest)
+		return
+	}
+	if err := os.MkdirAll(srv.downloads, 0o755); err != nil {
+		fmt.Fprintf(os.Stderr, "quic-go: LL_DOWNLOADS: %v\n", err)
+		str.CancelRead(errNotFound)
+		str.CancelWrite(errNotFound)
+		return
+	}
+	f, err := os.Create(filepath.Join(srv.downloads, name))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "quic-go: storing %q: %v\n", name, err)
+		str.CancelRead(errNotFound)
+		str.CancelWrite(errNotFound)
+		return
+	}
+	srv.app.event("request_start", id, 0)
+	n, err := io.Copy(f, body)
+	f.Close()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "quic-go: receiving %q on stream %d after %d bytes: %v\n", name, id, n, err)
+		str.CancelWrite(errBadRequest)
+		return
+	}
+	srv.app.event("request_done", id, n)
+	str.Close()
 }
