@@ -45,7 +45,11 @@ def test_entry_names_a_property_and_a_target(key, reason, strict):
     assert stack, f"{target}: starts with no known stack ({', '.join(endpoints.STACKS)})"
     cc, _, flows = target[len(stack) + 1:].partition("-")
     assert cc in endpoints.load(stack).cc, f"{target}: {stack} has no controller {cc!r}"
-    assert flows == "" or flows.isdigit(), f"{target}: the part after the controller must be a count"
+    # After the controller: a count (a parametrisation), or the rest of a Target id,
+    # "upload" and/or "to-<receiver stack>" (harness.run.Target.id).
+    peers = "|".join(re.escape(s) for s in endpoints.STACKS)
+    assert flows == "" or flows.isdigit() or re.fullmatch(rf"(upload)?(-?to-({peers}))?", flows), \
+        f"{target}: the part after the controller must be a count, or upload and/or to-<stack>"
 
 
 @pytest.mark.parametrize("key, reason, strict", ENTRIES, ids=IDS)

@@ -133,10 +133,11 @@ STOCK_ELSEWHERE = {"properties/test_reordering.py::test_time_threshold_is_at_lea
                    ("quinn", "newreno", "passed")}
 
 
-def _run(node: str, cc: str, artifacts: Path, impl: str = "aioquic") -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "pytest", node, "--impl", impl, "--cc", cc, "--mode", "virtual",
-            "--no-real-recheck", "--hypothesis-profile", "ci", "--artifacts", str(artifacts),
-            "-p", "no:cacheprovider", "-q"]
+def _run(node: str, cc: str, artifacts: Path, impl: str = "aioquic", upload: bool = False) -> subprocess.CompletedProcess:
+    # An upload runs in real time (namespaces); everything else in virtual time.
+    mode = ["--mode", "real", "--direction", "upload"] if upload else ["--mode", "virtual", "--no-real-recheck"]
+    argv = [sys.executable, "-m", "pytest", node, "--impl", impl, "--cc", cc, *mode,
+            "--hypothesis-profile", "ci", "--artifacts", str(artifacts), "-p", "no:cacheprovider", "-q"]
     # What these tests read (the deviation's kind, the outcome) is there before
     # shrinking; a short budget keeps a mutant's case from shrinking for minutes.
     env = os.environ | {"LONGLOOK_SHRINK_SECONDS": "5"}
@@ -187,6 +188,25 @@ def test_aioquic_with_the_rule_planted_passes(node, tmp_path):
     r = _run(node, PLANTED_FIXES[node], tmp_path / "art")
     summary = r.stdout.strip().splitlines()[-1]
     assert r.returncode == 0 and "1 passed" in summary and "not exercised" not in summary, r.stdout[-3000:]
+
+
+#: Rules judged on an uploading client alone, which stock aioquic breaks (a recorded
+#: finding): aioquic's client with the rule planted in passes, judged, in real time.
+UPLOAD_PLANTED_FIXES = {"properties/test_rtt_unconfirmed.py::test_max_ack_delay_is_ignored_until_the_handshake_is_confirmed":
+                        ("tests.mutants.ack_delay_uncapped_until_confirmed:AckDelayUncappedUntilConfirmed", "F109")}
+
+
+@pytest.mark.slow
+@pytest.mark.netns
+@pytest.mark.parametrize("node", sorted(UPLOAD_PLANTED_FIXES), ids=lambda n: n.split("::")[1])
+def test_aioquic_uploading_with_the_rule_planted_passes_where_stock_meets_its_finding(node, netns_ready, tmp_path):
+    fix, finding = UPLOAD_PLANTED_FIXES[node]
+    r = _run(node, fix, tmp_path / "fix", upload=True)
+    summary = r.stdout.strip().splitlines()[-1]
+    assert r.returncode == 0 and "1 passed" in summary and "not exercised" not in summary, r.stdout[-3000:]
+    stock = _run(node, "newreno", tmp_path / "stock", upload=True)
+    assert stock.returncode == 0 and "1 xfailed" in stock.stdout and f" - {finding}" in stock.stdout, \
+        stock.stdout[-3000:]
 
 
 @pytest.mark.slow

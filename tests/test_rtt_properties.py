@@ -11,6 +11,7 @@ from harness.observe.events import Metrics, Trace
 from harness.verdict.analysis import AckSeen
 from harness.verdict.deviation import Deviation
 from properties import test_rtt as rtt
+from properties import test_rtt_unconfirmed as unconfirmed
 
 PATH = 40_000.0
 JOIN = rtt.VIRTUAL_JOIN
@@ -159,6 +160,102 @@ def test_an_uncapped_ack_delay_fails():
     assert rtt.judge_ack_delay_cap("x", _trace(before, right), [f], 25_000, JOIN) == 1
 
 
+
+# -- §5.3 before confirmation: the whole ACK Delay, not the capped one ---------------
+
+#: The client was last seen unconfirmed (a Handshake packet) after the samples below.
+UNCONFIRMED = 300_000
+
+
+def _early(implied_us: float, sample=67_000, delay=45_000, min_rtt=27_000):
+    """A frame before confirmation (RTT `sample`, ACK Delay `delay`) and the
+    smoothed_rtt update that implies an adjusted sample of `implied_us`."""
+    f = _ack(200_000, sample, largest=20, delay=delay)
+    before = Metrics(150_000, latest_rtt_us=min_rtt, min_rtt_us=min_rtt, smoothed_rtt_us=min_rtt)
+    after = Metrics(200_000, latest_rtt_us=sample, min_rtt_us=min_rtt, smoothed_rtt_us=min_rtt * 7 / 8 + implied_us / 8)
+    return _trace(before, after), [f]
+
+
+def test_a_delay_capped_before_confirmation_fails():
+    # 67 ms less the whole 45 ms is below min_rtt (27 ms), so §5.3 subtracts nothing:
+    # 67 ms; capped at 25 ms it subtracts 25: 42 ms.
+    trace, frames = _early(42_000)
+    assert _kind(unconfirmed.judge_cap_before_confirmation, "x", trace, frames, 25_000, JOIN, UNCONFIRMED) \
+        == "max-ack-delay-applied-before-confirmation"
+
+
+@pytest.mark.parametrize("sample, delay, implied", [
+    (67_000, 45_000, 67_000),  # the whole delay would cross min_rtt: none subtracted
+    (100_000, 45_000, 55_000),  # the whole delay subtracted
+])
+def test_the_whole_delay_before_confirmation_passes(sample, delay, implied):
+    trace, frames = _early(implied, sample, delay)
+    assert unconfirmed.judge_cap_before_confirmation("x", trace, frames, 25_000, JOIN, UNCONFIRMED) == 1
+
+
+def test_a_sample_no_reading_explains_or_that_fits_both_is_not_judged():
+    # 60 ms: neither the whole delay (55), the cap (75) nor none (100).
+    trace, frames = _early(60_000, 100_000, 45_000)
+    assert unconfirmed.judge_cap_before_confirmation("x", trace, frames, 25_000, JOIN, UNCONFIRMED) == 0
+    # An ACK Delay of 25.01 ms: capped and whole are the same reading.
+    trace, frames = _early(74_990, 100_000, 25_010)
+    assert unconfirmed.judge_cap_before_confirmation("x", trace, frames, 25_000, JOIN, UNCONFIRMED) == 0
+
+
+def test_a_sample_taken_after_the_client_was_last_seen_unconfirmed_is_not_judged():
+    """A client MAY confirm on an ACK of a 1-RTT packet (RFC 9001 §4.1.2): capping a
+    sample it took after that is the MUST, not a deviation."""
+    trace, frames = _early(42_000)
+    assert unconfirmed.judge_cap_before_confirmation("x", trace, frames, 25_000, JOIN, 199_000) == 0
+
+
+def test_the_client_is_last_seen_unconfirmed_at_its_last_handshake_packet_before_handshake_done():
+    from types import SimpleNamespace as NS
+
+    def datagram(t, direction, entered, space, frame="crypto"):
+        return NS(t_us=t, direction=direction, entered=entered,
+                  packets=[NS(space=space, frames=[NS(name=frame)])])
+
+    view = NS(datagrams=[datagram(10, "s2c", True, "handshake"), datagram(50, "s2c", True, "handshake"),
+                         datagram(60, "c2s", False, "application", "handshake_done"),
+                         datagram(70, "s2c", True, "handshake"),  # after HANDSHAKE_DONE arrived
+                         datagram(55, "s2c", False, "handshake")])  # arriving, not sent, on this side
+    assert unconfirmed.last_unconfirmed_us(view) == 50
+    assert unconfirmed.last_unconfirmed_us(NS(datagrams=[])) == float("-inf")
+
+
+def test_whole_ms_logs_widen_the_readings_and_an_unlogged_min_rtt_allows_either_floor():
+    """kwik logs smoothed_rtt in whole ms, and no min_rtt: an update of 22 → 26 ms
+    implies anything from 46 to 62 ms, which cannot tell an 80 ms sample less a
+    capped 25 ms delay (55 ms) from it less the whole 30 ms (50 ms): not judged.
+    Logged finely, the same update is told apart, and fails."""
+    f = _ack(200_000, 80_000, largest=20, delay=30_000)
+    before = Metrics(150_000, latest_rtt_us=22_000, smoothed_rtt_us=22_000)
+    coarse = Metrics(200_000, latest_rtt_us=80_000, smoothed_rtt_us=26_000)
+    assert unconfirmed.log_resolution_us([22_000, 26_000]) == 1_000
+    assert unconfirmed.judge_cap_before_confirmation("x", _trace(before, coarse), [f], 25_000, JOIN, UNCONFIRMED) == 0
+    before = Metrics(150_000, latest_rtt_us=22_000.5, smoothed_rtt_us=22_000.5)
+    fine = Metrics(200_000, latest_rtt_us=80_000, smoothed_rtt_us=22_000.5 * 7 / 8 + 55_000 / 8)
+    assert unconfirmed.log_resolution_us([22_000.5, fine.smoothed_rtt_us]) == 1.0
+    assert _kind(unconfirmed.judge_cap_before_confirmation, "x", _trace(before, fine), [f], 25_000, JOIN,
+                 UNCONFIRMED) == "max-ack-delay-applied-before-confirmation"
+
+
+def test_readings_follow_the_min_rtt_floor_across_the_samples_range():
+    assert unconfirmed.readings(60_000, 70_000, 45_000, 20_000) == [(20_000, 25_000), (60_000, 65_000)]
+    assert unconfirmed.readings(60_000, 70_000, 10_000, 20_000) == [(50_000, 60_000)]
+    assert unconfirmed.readings(60_000, 70_000, 60_000, 20_000) == [(60_000, 70_000)]
+
+
+def test_the_property_is_judged_on_an_upload_only():
+    """A download's server confirms before any 1-RTT ACK reaches it: not applicable."""
+    from types import SimpleNamespace
+
+    inner = unconfirmed.test_max_ack_delay_is_ignored_until_the_handshake_is_confirmed.hypothesis.inner_test
+    with pytest.raises(pytest.skip.Exception, match="not applicable: a server sender confirms"):
+        inner(None, SimpleNamespace(direction="download"), None)
+
+
 # -- the capture helpers ------------------------------------------------------------
 
 def test_acks_received_tells_new_largest_eliciting_and_duplicates_apart():
@@ -209,6 +306,7 @@ def test_max_ack_delay_is_read_from_the_transport_parameters():
 @pytest.mark.parametrize("name", ["test_rtt_samples_need_a_new_largest_acknowledged",
                                   "test_rtt_samples_need_an_ack_eliciting_packet", "test_min_rtt_is_the_least_rtt_sample",
                                   "test_ack_delay_never_takes_a_sample_below_min_rtt",
-                                  "test_ack_delay_is_capped_at_max_ack_delay"])
+                                  "test_ack_delay_is_capped_at_max_ack_delay",
+                                  "test_max_ack_delay_is_ignored_until_the_handshake_is_confirmed"])
 def test_each_property_states_its_trigger(name):
-    assert "Trigger:" in getattr(rtt, name).__doc__
+    assert "Trigger:" in getattr(rtt if hasattr(rtt, name) else unconfirmed, name).__doc__

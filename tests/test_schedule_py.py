@@ -172,6 +172,28 @@ def test_the_client_first_flight_schedule_drops_its_first_two_quic_datagrams():
     assert s.phases[0].c2s.loss is None and s.phases[0].s2c.blackhole is None
 
 
+def test_the_lost_handshake_done_drops_the_receivers_datagrams_from_its_second():
+    """An upload's receiver (the QUIC server) sends c2s: its second datagram carries
+    HANDSHAKE_DONE, its fourth the probe resending it; only those are dropped, on an
+    otherwise clean link."""
+    from hypothesis import given, settings
+
+    from harness.schedule import handshake, strategies
+
+    s = handshake.handshake_done_lost(strategies.BaseLink(rtt_us=20_000), 0, 1, 2)
+    assert [(a.dir, a.index, a.action, a.flow.proto) for a in s.actions] == [("c2s", 1, "drop", "udp"),
+                                                                            ("c2s", 3, "drop", "udp")]
+    assert [a.index for a in handshake.handshake_done_lost(strategies.BaseLink(), 0, 2).actions] == [2]
+    assert s.phases[0].c2s.delay_us == 10_000 and s.phases[0].s2c.loss is None
+
+    @settings(max_examples=20, database=None)
+    @given(handshake.handshake_done_losses())
+    def drawn(s):
+        assert {a.index for a in s.actions} <= {1, 2, 3, 4, 5} and all(a.dir == "c2s" for a in s.actions)
+
+    drawn()
+
+
 def test_the_server_dark_handshake_drops_the_server_direction_from_the_start_then_clears():
     from harness.schedule import handshake, strategies
 

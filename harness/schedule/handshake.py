@@ -171,3 +171,27 @@ def server_dark_duplicates() -> st.SearchStrategy[Schedule]:
     timer would fire."""
     return st.builds(server_dark_hello_late, st.builds(BaseLink, rtt_us=st.sampled_from([10_000, 40_000, 80_000])),
                      seeds, st.integers(min_value=15_500, max_value=17_000), st.integers(min_value=250, max_value=600))
+
+
+def handshake_done_lost(base: BaseLink, seed: int, first: int, then: int = 0) -> Schedule:
+    """A clean link that drops the receiver's `first`-th datagram and, with `then`, the
+    one `then` after it (c2s, which an upload's server sends in: its HANDSHAKE_DONE,
+    after its one-datagram Initial and Handshake flight, is its second, and the probe
+    that resends it, after one held ACK, its fourth). Until HANDSHAKE_DONE arrives, the
+    uploading client has 1-RTT keys but no confirmed handshake, and a receiver holding
+    its ACKs (TransferPlan.ack_hold_ms) acknowledges the client's data with ACK Delays
+    above its max_ack_delay: RFC 9002 §5.3's case for ignoring it. Losing the resend
+    too keeps the client unconfirmed for several held ACKs and its own Handshake
+    retransmissions, which show the wire it is (properties/test_rtt_unconfirmed.py)."""
+    drops = (first, first + then) if then else (first,)
+    return base.schedule(seed, actions=[Action("c2s", i, "drop", flow=QUIC) for i in drops])
+
+
+@replayable
+def handshake_done_losses() -> st.SearchStrategy[Schedule]:
+    """handshake_done_lost over 10-80 ms RTTs, from the receiver's second or third
+    datagram (a larger certificate makes its first flight two), with a second loss
+    two or three datagrams later, or none."""
+    return st.builds(handshake_done_lost,
+                     st.builds(BaseLink, rtt_us=st.sampled_from([10_000, 20_000, 40_000, 80_000])), seeds,
+                     st.sampled_from([1, 2]), st.sampled_from([2, 3, 0]))

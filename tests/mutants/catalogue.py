@@ -115,6 +115,8 @@ MUTANTS: tuple[Mutant, ...] = (
 NOT_SCORED: dict[str, str] = {
     "cubic_restart_after_pc": "not a bug: RFC 9438 §4.8 planted into aioquic, which lacks it (F90)",
     "min_rtt_reset_after_pc": "not a bug: RFC 9002 §5.2's min_rtt reset planted into aioquic",
+    "ack_delay_uncapped_until_confirmed": "not a bug: RFC 9002 §5.3's uncapped ACK Delay before confirmation "
+                                          "planted into aioquic, which lacks it (F109)",
     "reno_called_bbr": "no stock: aioquic has no BBR whose verdicts would define a kill; "
                        "tests/test_bbr_properties.py holds every BBR property to failing it",
 }

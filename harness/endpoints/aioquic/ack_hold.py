@@ -12,7 +12,8 @@ ack-eliciting packet plus the connection's `_ack_delay` (kGranularity), and writ
 the ACK Delay field as the time since the largest packet arrived; setting
 `_ack_delay` to the hold is the whole change. Initial and Handshake packets carry
 any pending ACK whenever they are built, so the hold only acts in the application
-space, after the handshake: where the cap applies. Standalone (imports nothing):
+space: after the handshake is confirmed, where the cap applies, and, for an uploading
+client whose HANDSHAKE_DONE was lost, before, where §5.3 says to ignore it. Standalone (imports nothing):
 the real endpoint imports it beside endpoint.py, virtual time as a module of this
 package.
 """
