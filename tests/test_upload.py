@@ -20,7 +20,7 @@ from harness.virtual import RealTimeOnly
 from rust_endpoints import ENDPOINTS, Pair, applog_records, check_transfer, run_pair
 
 #: The endpoints that upload (docs/endpoints.md, LL_DIRECTION).
-UPLOADERS = ("aioquic", "quinn", "tquic", "quic-go")
+UPLOADERS = ("aioquic", "quinn", "tquic", "quic-go", "quiche")
 
 CLI = [sys.executable, "-m", "harness.cli"]
 
@@ -55,7 +55,7 @@ def test_bad_upload_options_are_one_clear_line(args, needle, tmp_path):
     assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize("stack", ["picoquic", "quiche", "tcp"])
+@pytest.mark.parametrize("stack", ["picoquic", "tcp"])
 def test_a_stack_without_uploads_refuses_them_the_contracts_way(stack, tmp_path):
     """Exit 127 with one line: the harness then reports the case unsupported, never a
     download passed off as an upload."""

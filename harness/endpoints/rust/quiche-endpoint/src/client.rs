@@ -1,6 +1,8 @@
 //! The client: one connection to the server of REQUESTS, requests in turn
 //! (transfer), all at once (multiplexing) or in turn with LL_THINK_MS pauses
-//! (appidle); each response is written to LL_DOWNLOADS/NAME.
+//! (appidle); each response is written to LL_DOWNLOADS/NAME. In an upload
+//! (LL_DIRECTION=upload) each request is `PUT /NAME` and the bytes of LL_WWW/NAME,
+//! done when the server's FIN says it has them all.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -21,11 +23,19 @@ struct Download {
     received: u64,
 }
 
+/// An upload in progress: the PUT line and the file, and how much quiche took.
+struct Upload {
+    data: Vec<u8>,
+    offset: usize,
+    size: u64,
+}
+
 /// Which request goes out when, per TESTCASE.
 struct Schedule<'a> {
     setup: &'a Setup,
     next: usize,
     active: HashMap<u64, Download>,
+    uploads: HashMap<u64, Upload>,
     /// appidle: the end of the current think time.
     idle_until: Option<Instant>,
     last_stream: u64,
@@ -33,7 +43,9 @@ struct Schedule<'a> {
 
 impl Schedule<'_> {
     fn finished(&self) -> bool {
-        self.next == self.setup.opts.requests.len() && self.active.is_empty()
+        self.next == self.setup.opts.requests.len()
+            && self.active.is_empty()
+            && self.uploads.is_empty()
     }
 
     /// Opens the streams the testcase allows now.
@@ -51,11 +63,30 @@ impl Schedule<'_> {
             self.setup.applog.event("idle_end", self.last_stream, 0);
         }
         while self.next < opts.requests.len() && conn.peer_streams_left_bidi() > 0 {
-            if opts.testcase != Testcase::Multiplexing && !self.active.is_empty() {
+            if opts.testcase != Testcase::Multiplexing
+                && !(self.active.is_empty() && self.uploads.is_empty())
+            {
                 break;
             }
             let stream = 4 * self.next as u64; // client-initiated bidirectional
             let request: &Request = &opts.requests[self.next];
+            if opts.upload {
+                let body = std::fs::read(opts.www.join(&request.name))?;
+                let size = body.len() as u64;
+                let mut data = request.put_line();
+                data.extend_from_slice(&body);
+                self.setup.applog.event("request_start", stream, size);
+                self.uploads.insert(
+                    stream,
+                    Upload {
+                        data,
+                        offset: 0,
+                        size,
+                    },
+                );
+                self.next += 1;
+                continue;
+            }
             self.setup.applog.event("request_start", stream, 0);
             conn.stream_send(stream, &request.line(), true)
                 .map_err(|e| Failure::Fatal(format!("request {}: {e}", request.name)))?;
@@ -72,6 +103,33 @@ impl Schedule<'_> {
         Ok(())
     }
 
+    /// After a request's last byte: appidle's think time starts if more follow.
+    fn request_ended(&mut self, stream: u64) {
+        self.last_stream = stream;
+        if self.setup.opts.testcase == Testcase::Appidle
+            && self.next < self.setup.opts.requests.len()
+        {
+            self.setup.applog.event("idle_start", stream, 0);
+            self.idle_until = Some(Instant::now() + self.setup.opts.think);
+        }
+    }
+
+    /// Hands quiche as much of each upload as it takes, the FIN with its last byte.
+    fn send_uploads(&mut self, conn: &mut quiche::Connection) -> Result<(), Failure> {
+        for (&stream, u) in self.uploads.iter_mut() {
+            while u.offset < u.data.len() {
+                match conn.stream_send(stream, &u.data[u.offset..], true) {
+                    Ok(0) | Err(quiche::Error::Done) => break,
+                    Ok(n) => u.offset += n,
+                    Err(e) => {
+                        return Err(Failure::Fatal(format!("upload on stream {stream}: {e}")))
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Writes what arrived; a FIN completes its request.
     fn read_responses(
         &mut self,
@@ -80,6 +138,22 @@ impl Schedule<'_> {
     ) -> Result<(), Failure> {
         let readable: Vec<u64> = conn.readable().collect();
         for stream in readable {
+            if self.uploads.contains_key(&stream) {
+                // The server's answer to an upload is its FIN alone.
+                let mut fin = false;
+                while let Ok((_, f)) = conn.stream_recv(stream, buf) {
+                    fin |= f;
+                    if f {
+                        break;
+                    }
+                }
+                if fin {
+                    let u = self.uploads.remove(&stream).expect("present above");
+                    self.setup.applog.event("request_done", stream, u.size);
+                    self.request_ended(stream);
+                }
+                continue;
+            }
             let Some(d) = self.active.get_mut(&stream) else {
                 continue;
             };
@@ -103,13 +177,7 @@ impl Schedule<'_> {
                 let mut d = self.active.remove(&stream).expect("present above");
                 d.file.flush()?;
                 self.setup.applog.event("request_done", stream, d.received);
-                self.last_stream = stream;
-                if self.setup.opts.testcase == Testcase::Appidle
-                    && self.next < self.setup.opts.requests.len()
-                {
-                    self.setup.applog.event("idle_start", stream, 0);
-                    self.idle_until = Some(Instant::now() + self.setup.opts.think);
-                }
+                self.request_ended(stream);
             }
         }
         Ok(())
@@ -118,7 +186,9 @@ impl Schedule<'_> {
 
 pub fn fetch_all(setup: &Setup) -> Result<(), Failure> {
     let opts = &setup.opts;
-    std::fs::create_dir_all(&opts.downloads)?;
+    if !opts.upload {
+        std::fs::create_dir_all(&opts.downloads)?;
+    }
     let server = opts.server_addr()?;
     let socket = Socket::bind(Opts::any_local_for(server))?;
     let mut config = setup.config()?;
@@ -139,6 +209,7 @@ pub fn fetch_all(setup: &Setup) -> Result<(), Failure> {
         setup,
         next: 0,
         active: HashMap::new(),
+        uploads: HashMap::new(),
         idle_until: None,
         last_stream: 0,
     };
@@ -169,6 +240,7 @@ pub fn fetch_all(setup: &Setup) -> Result<(), Failure> {
         if conn.is_established() && closing_since.is_none() {
             schedule.read_responses(&mut conn, &mut buf)?;
             schedule.start_requests(&mut conn, now)?;
+            schedule.send_uploads(&mut conn)?;
             if schedule.finished() && linger_until.is_none() {
                 // A PING carries our ACKs at once; lingering lets them arrive.
                 let _ = conn.send_ack_eliciting();

@@ -15,11 +15,6 @@ use ll_endpoint_common::{exit, Failure, Opts, Role};
 pub use setup::*;
 
 fn run(opts: Opts) -> Result<(), Failure> {
-    if opts.upload {
-        return Err(Failure::Unsupported(
-            "the quiche endpoint does not implement LL_DIRECTION=upload yet".into(),
-        ));
-    }
     let setup = Setup::new(opts)?;
     setup.applog.version(
         STACK,

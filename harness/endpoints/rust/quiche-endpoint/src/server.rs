@@ -1,10 +1,11 @@
 //! The server: accepts connections until SIGTERM, answers each request stream
-//! with the named file from LL_WWW and FIN. No Retry: the client's first flight
+//! with the named file from LL_WWW and FIN; in an upload (LL_DIRECTION=upload) it
+//! stores each `PUT /NAME` body in LL_DOWNLOADS/NAME and answers with FIN alone. No Retry: the client's first flight
 //! is not delayed by an extra round trip the CC properties do not model.
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{BufWriter, Read, Write};
 use std::time::Instant;
 
 use ll_endpoint_common::{hq, random_bytes, Failure};
@@ -33,6 +34,8 @@ struct Session {
     /// Request bytes received so far, per stream without a reply yet.
     requests: HashMap<u64, Vec<u8>>,
     replies: HashMap<u64, Reply>,
+    /// Uploads being stored: the file and the bytes written so far.
+    stores: HashMap<u64, (BufWriter<File>, u64)>,
     /// Streams whose FIN is queued, with their size, until the peer acknowledged all.
     unacked: HashMap<u64, u64>,
 }
@@ -107,6 +110,7 @@ pub fn serve(setup: &Setup) -> Result<(), Failure> {
                         outbox: Outbox::default(),
                         requests: HashMap::new(),
                         replies: HashMap::new(),
+                        stores: HashMap::new(),
                         unacked: HashMap::new(),
                     };
                     sessions.insert(next_id, session);
@@ -130,7 +134,11 @@ pub fn serve(setup: &Setup) -> Result<(), Failure> {
         for s in sessions.values_mut() {
             fire_timer(&mut s.conn, now);
             if s.conn.is_established() || s.conn.is_in_early_data() {
-                read_requests(setup, s);
+                if setup.opts.upload {
+                    store_uploads(setup, s);
+                } else {
+                    read_requests(setup, s);
+                }
                 let (conn, unacked) = (&mut s.conn, &mut s.unacked);
                 s.replies
                     .retain(|&stream, reply| pump(conn, stream, reply, unacked));
@@ -197,6 +205,62 @@ fn read_requests(setup: &Setup, s: &mut Session) {
             }
         }
     }
+}
+
+/// Stores what each upload stream brings: its PUT line opens LL_DOWNLOADS/NAME, the
+/// rest is the body, and at its FIN the server answers with FIN alone.
+fn store_uploads(setup: &Setup, s: &mut Session) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let readable: Vec<u64> = s.conn.readable().collect();
+    for stream in readable {
+        loop {
+            let (n, fin) = match s.conn.stream_recv(stream, &mut buf) {
+                Ok(read) => read,
+                Err(_) => break,
+            };
+            if let Err(e) = store_chunk(setup, s, stream, &buf[..n]) {
+                s.requests.remove(&stream);
+                s.stores.remove(&stream);
+                refuse(&mut s.conn, stream, &e);
+                break;
+            }
+            if fin {
+                match s.stores.remove(&stream) {
+                    Some((mut file, size)) => match file.flush() {
+                        Ok(()) => {
+                            setup.applog.event("request_done", stream, size);
+                            let _ = s.conn.stream_send(stream, b"", true);
+                        }
+                        Err(e) => refuse(&mut s.conn, stream, &e.to_string()),
+                    },
+                    None => refuse(&mut s.conn, stream, "upload ended before its PUT line"),
+                }
+                break;
+            }
+        }
+    }
+}
+
+/// One read of an upload stream: the PUT line (buffered until whole), then body.
+fn store_chunk(setup: &Setup, s: &mut Session, stream: u64, data: &[u8]) -> Result<(), String> {
+    if let Some((file, size)) = s.stores.get_mut(&stream) {
+        *size += data.len() as u64;
+        return file.write_all(data).map_err(|e| e.to_string());
+    }
+    let head = s.requests.entry(stream).or_default();
+    head.extend_from_slice(data);
+    let Some((name, body)) = hq::parse_upload(head)? else {
+        return Ok(());
+    };
+    let head = s.requests.remove(&stream).expect("present above");
+    std::fs::create_dir_all(&setup.opts.downloads).map_err(|e| e.to_string())?;
+    let path = setup.opts.downloads.join(&name);
+    let mut file =
+        BufWriter::new(File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?);
+    file.write_all(&head[body..]).map_err(|e| e.to_string())?;
+    setup.applog.event("request_start", stream, 0);
+    s.stores.insert(stream, (file, (head.len() - body) as u64));
+    Ok(())
 }
 
 fn open_reply(setup: &Setup, name: &str) -> Result<Reply, String> {
