@@ -100,3 +100,38 @@ def test_a_stack_wide_finding_must_not_be_strict(tmp_path):
                  'signature = { kind = "transfer-failed" }\nreason = "F63: x; docs/findings.md"\n')
     with pytest.raises(findings.FindingsError, match="only a non-strict finding"):
         findings.load_all(p)
+
+
+def test_a_finding_of_one_direction_is_not_carried_to_the_other():
+    """F104 is quiche's server's (its idle probes in a download): quiche's client,
+    uploading, is judged on its own, while a finding without a direction (F1,
+    quic-go's β) holds in both."""
+    from types import SimpleNamespace
+
+    from harness.verdict import findings
+
+    def target(stack, cc, direction):
+        suffix = "-upload" if direction == "upload" else ""
+        return SimpleNamespace(id=f"{stack}-{cc}{suffix}", sender_id=f"{stack}-{cc}", direction=direction,
+                               stack=SimpleNamespace(release_dir=None))
+
+    name = "test_probes_with_nothing_to_send_are_one_packet"
+    assert findings.finding_for(name, "quiche-newreno", target("quiche", "newreno", "download"))[1].startswith("F104")
+    assert findings.finding_for(name, "quiche-newreno-upload", target("quiche", "newreno", "upload")) is None
+    beta = "test_recovery_reduces_window_by_beta"
+    assert findings.finding_for(beta, "quic-go-newreno-upload", target("quic-go", "newreno", "upload"))[1] \
+        .startswith("F1:")
+
+
+def test_a_findings_direction_is_download_or_upload(tmp_path):
+    from harness.verdict import findings
+
+    p = tmp_path / "f.toml"
+    p.write_text('[[finding]]\nproperty = "test_x"\ncase = "quinn-newreno"\nstrict = true\ndirection = "both"\n'
+                 'signature = { kind = "k" }\nreason = "F1: x; docs/findings.md"\n')
+    with pytest.raises(findings.FindingsError, match='direction = .both.*"download" or "upload"'):
+        findings.load_all(p)
+    directions = {}
+    p.write_text(p.read_text().replace('"both"', '"download"'))
+    findings.load_all(p, directions=directions)
+    assert directions == {("test_x", "quinn-newreno"): "download"}

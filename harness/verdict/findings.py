@@ -29,9 +29,16 @@ def load(path: Path = FINDINGS_FILE) -> tuple[dict[tuple[str, str], str], dict[t
     return strict, flaky
 
 
-def load_all(path: Path = FINDINGS_FILE):
+#: (property, case) → "download" or "upload": a finding of one sender role (a
+#: server's deviation, seen in downloads) that its stack's other role does not carry.
+#: Without an entry here a finding holds in either direction (a controller's).
+DIRECTIONS: dict[tuple[str, str], str] = {}
+
+
+def load_all(path: Path = FINDINGS_FILE, directions: dict[tuple[str, str], str] | None = None):
     """(strict, non-strict, signatures): the first two (property, case) → reason, the
-    third (property, case) → the signature of the deviation the finding describes."""
+    third (property, case) → the signature of the deviation the finding describes.
+    `directions`, if given, gets the direction of each finding that names one."""
     try:
         entries = tomllib.loads(path.read_text()).get("finding", [])
     except (OSError, tomllib.TOMLDecodeError) as e:
@@ -50,6 +57,12 @@ def load_all(path: Path = FINDINGS_FILE):
                                 "set strict = false, or name the property")
         if key in strict or key in flaky:
             raise FindingsError(f"{path}: finding #{i} repeats {key}: keep one entry per case")
+        direction = entry.get("direction")
+        if direction not in (None, "download", "upload"):
+            raise FindingsError(f"{path}: finding #{i} ({key[0]}, {key[1]}): direction = {direction!r}; "
+                                'give "download" or "upload" (the sender\'s role it was seen in), or leave it out')
+        if direction and directions is not None:
+            directions[key] = direction
         (strict if entry["strict"] else flaky)[key] = entry["reason"]
         signatures[key] = _signature(entry["signature"], f"{path}: finding #{i} ({key[0]}, {key[1]})")
     return strict, flaky, signatures
@@ -82,7 +95,7 @@ def _signature(sig, where: str):
 STACK_WIDE = "*"
 
 #: (test function name, case id) → reason shown by pytest; → the deviation's signature.
-FINDINGS, FLAKY_FINDINGS, SIGNATURES = load_all()
+FINDINGS, FLAKY_FINDINGS, SIGNATURES = load_all(directions=DIRECTIONS)
 
 
 def case_keys(name: str, callspec_id: str | None, target) -> list[tuple[str, str]]:
@@ -108,7 +121,8 @@ def finding_for(name: str, callspec_id: str | None, target) -> tuple[bool, str, 
     """(strict, reason, signature) of the findings recorded for a case: its property's
     own (strict or not) and a stack-wide one (STACK_WIDE), merged: the property's
     strictness, both reasons, both signatures; None when there is neither."""
-    keys = case_keys(name, callspec_id, target)
+    direction = getattr(target, "direction", "download")
+    keys = [k for k in case_keys(name, callspec_id, target) if DIRECTIONS.get(k, direction) == direction]
     own = next(((k, True) for k in keys if k in FINDINGS), None) or \
         next(((k, False) for k in keys if k in FLAKY_FINDINGS), None)
     wide = next((k for k in case_keys(STACK_WIDE, callspec_id, target) if k in FLAKY_FINDINGS), None)
