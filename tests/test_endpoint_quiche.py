@@ -11,5 +11,3 @@ from rust_endpoints import EndpointContract
 
 class TestQuiche(EndpointContract):
     STACK = "quiche"
-    #: Its endpoint has no uploads yet: refused with exit 127.
-    UPLOAD_SIZES = None
