@@ -15,19 +15,12 @@ from aioquic.quic import recovery
 from aioquic.quic.congestion.reno import RenoCongestionControl
 
 from ._patch import patch
-
-_stock = recovery.QuicPacketRecovery.on_ack_received
+from .ack_delay_uncapped import _stock, _uncapped
 
 
 def _uncapped_until_confirmed(self, **kwargs) -> None:
-    if self.handshake_confirmed:
-        return _stock(self, **kwargs)
-    declared = self.max_ack_delay
-    self.max_ack_delay = float("inf")
-    try:
-        _stock(self, **kwargs)
-    finally:
-        self.max_ack_delay = declared
+    # The mutant's uncapped path until the handshake is confirmed, stock after.
+    (_stock if self.handshake_confirmed else _uncapped)(self, **kwargs)
 
 
 class AckDelayUncappedUntilConfirmed(RenoCongestionControl):
