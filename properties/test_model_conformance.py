@@ -19,17 +19,14 @@ Hypothesis how many model transitions it reached that earlier examples had not
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import replace
-from pathlib import Path
 
 from hypothesis import example, given, target as hypothesis_target
 from hypothesis import strategies as st
 
 from harness.model import coverage, steer, tracefile, traps, validate
 from harness.schedule import Action, TransferPlan, strategies
-from harness.schedule.links import REPLAY_ENV
 from harness.schedule.directed import directed, tail_datagram, to_schedule
 from harness.schedule.strategies import QUIC, BaseLink
 from harness.verdict import outcomes, profiles
@@ -101,17 +98,10 @@ CAPS_DATAGRAMS = (0, 16, 24)
 CAP_DATAGRAM_BYTES = 1252
 
 
-def _caps() -> st.SearchStrategy[int]:
-    """The caps drawn; a replay's the one its saved plan ran with (a steered schedule's
-    cap is its baseline's, whatever was drawn: steer.cap_of)."""
-    saved = os.environ.get(REPLAY_ENV)
-    if saved:
-        plan = json.loads((Path(saved) / "example.json").read_text())["plan"]
-        return st.just(plan.get("window_cap", 0) // CAP_DATAGRAM_BYTES)
-    return st.sampled_from(CAPS_DATAGRAMS)
-
-
-CAPS = _caps()
+#: The caps drawn; a replay's the one its saved plan ran with (a steered schedule's
+#: cap is its baseline's, whatever was drawn: steer.cap_of).
+CAPS = strategies.replayed_plan_value("window_cap", st.sampled_from(CAPS_DATAGRAMS),
+                                      lambda window_cap: window_cap // CAP_DATAGRAM_BYTES)
 #: Under the ci profile, generated examples while they take under BUDGET_S (at least
 #: the profile's 3): each example may reach transitions the others did not, and a
 #: sans-IO target in virtual time runs one in about a second (docs/model.md, "Coverage").

@@ -102,8 +102,8 @@ CASES = [
      "tests.mutants.ack_delay_uncapped:AckDelayUncapped", "ack-delay-above-max-ack-delay"),
 ]
 #: Rules of CUBIC alone: stock NewReno is not applicable to them, so stock CUBIC, whose
-#: verdict is given beside each (stock aioquic restarts its window after a pause, so
-#: the rule is not exercised on it: quiche's CUBIC, which keeps its window, passes).
+#: verdict is given beside each (stock aioquic's clock runs through a pause, F110, and
+#: its restart after 2 s hides that after longer ones: quiche's CUBIC passes).
 CUBIC_ONLY = {"properties/test_congestion_avoidance.py::test_cubic_clock_stops_while_application_limited":
               ("quiche", "passed"),
               "properties/test_congestion_avoidance.py::test_cubic_grows_at_least_as_fast_as_reno_on_small_bdp_links":
@@ -165,7 +165,9 @@ STOCK_FINDINGS = {"properties/test_pacing.py::test_bursts_stay_within_the_initia
 PLANTED_FIXES = {"properties/test_persistent_congestion.py::test_min_rtt_resets_after_persistent_congestion":
                  "tests.mutants.min_rtt_reset_after_pc:MinRttResetAfterPc",
                  "properties/test_persistent_congestion.py::test_cubic_regrows_from_the_window_it_restarts_with":
-                 "tests.mutants.cubic_restart_after_pc:CubicRestartAfterPc"}
+                 "tests.mutants.cubic_restart_after_pc:CubicRestartAfterPc",
+                 "properties/test_congestion_avoidance.py::test_cubic_clock_stops_while_application_limited":
+                 "tests.mutants.cubic_clock_stops_when_idle:CubicClockStopsWhenIdle"}
 
 
 @pytest.mark.slow
@@ -233,3 +235,50 @@ def test_another_stock_stack_is_judged_where_aioquic_never_meets_the_trigger(nod
     r = _run(node, cc, tmp_path / "art", impl=impl)
     summary = r.stdout.strip().splitlines()[-1]
     assert r.returncode == 0 and f"1 {outcome}" in summary and "not exercised" not in summary, r.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_a_property_that_draws_its_pause_replays_that_pause_and_its_schedule(tmp_path):
+    """test_cubic_clock_stops_while_application_limited draws the pause of its plan as
+    well as its schedule (the restart after idle some senders make hides the rule
+    after long pauses, F110): the replay line runs the failing example's pause and
+    schedule again, and fails the same way."""
+    import json
+    import re
+
+    node = "properties/test_congestion_avoidance.py::test_cubic_clock_stops_while_application_limited"
+    r = _run(node, "tests.mutants.cubic_clock_through_idle:CubicClockThroughIdle", tmp_path / "art")
+    assert r.returncode == 1 and "[deviation: cubic-clock-ran-while-idle]" in r.stdout, r.stdout[-3000:]
+    example_dir = Path(re.search(r"replay: longlook replay (\S+)", r.stdout).group(1))
+    saved = json.loads((example_dir / "example.json").read_text())
+    assert saved["plan"]["think_ms"] in (1_500, 4_000), saved["plan"]
+    replay = subprocess.run([sys.executable, "-m", "harness.cli", "replay", str(example_dir)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=600, check=False)
+    assert replay.returncode == 1 and "[deviation: cubic-clock-ran-while-idle]" in replay.stdout, \
+        replay.stdout[-3000:]
+    again = json.loads(next((example_dir / "replay").rglob("example.json")).read_text())
+    assert again["plan"] == saved["plan"] and again["schedule"] == saved["schedule"]
+
+
+def test_a_replay_draws_the_plan_value_it_saved(tmp_path, monkeypatch):
+    import json
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from harness.schedule import links
+
+    drawn = st.sampled_from((1_500, 4_000))
+    assert links.replayed_plan_value("think_ms", drawn) is drawn  # no replay: the draw itself
+    (tmp_path / "example.json").write_text(json.dumps({"plan": {"think_ms": 4_000, "window_cap": 20032}}))
+    monkeypatch.setenv(links.REPLAY_ENV, str(tmp_path))
+    seen = set()
+
+    @settings(max_examples=20, database=None)
+    @given(links.replayed_plan_value("think_ms", drawn),
+           links.replayed_plan_value("window_cap", st.integers(0, 24), lambda cap: cap // 1252))
+    def draw(pause, cap):
+        seen.add((pause, cap))
+
+    draw()
+    assert seen == {(4_000, 16)}

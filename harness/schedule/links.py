@@ -25,17 +25,32 @@ MTU = 1500
 REPLAY_ENV = "LONGLOOK_REPLAY"
 
 
+def _saved_example() -> dict | None:
+    saved = os.environ.get(REPLAY_ENV)
+    return json.loads((Path(saved) / "example.json").read_text()) if saved else None
+
+
 def replayable(builder):
     """Makes a strategy builder yield the schedule saved in $LONGLOOK_REPLAY, if set."""
     @functools.wraps(builder)
     def wrapper(*args, **kwargs):
-        saved = os.environ.get(REPLAY_ENV)
-        if saved:
-            example = json.loads((Path(saved) / "example.json").read_text())
+        example = _saved_example()
+        if example is not None:
             return st.just(Schedule.from_json(example["schedule"]))
         return builder(*args, **kwargs)
 
     return wrapper
+
+
+def replayed_plan_value(field: str, drawn: st.SearchStrategy, of_plan=lambda value: value) -> st.SearchStrategy:
+    """`drawn`, or under $LONGLOOK_REPLAY the value the saved example's plan ran with:
+    for a property that draws part of its plan (a window cap, a pause) as well as its
+    schedule, so a replay runs that plan again. `of_plan` turns the plan's field back
+    into what the property draws."""
+    example = _saved_example()
+    if example is None:
+        return drawn
+    return st.just(of_plan(example["plan"].get(field, 0)))
 
 
 @dataclass(frozen=True)

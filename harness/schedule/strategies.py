@@ -36,6 +36,7 @@ from harness.schedule.links import (  # noqa: F401
     base_links,
     data_indices,
     replayable,
+    replayed_plan_value,
     seeds,
 )
 

@@ -117,6 +117,8 @@ NOT_SCORED: dict[str, str] = {
     "min_rtt_reset_after_pc": "not a bug: RFC 9002 §5.2's min_rtt reset planted into aioquic",
     "ack_delay_uncapped_until_confirmed": "not a bug: RFC 9002 §5.3's uncapped ACK Delay before confirmation "
                                           "planted into aioquic, which lacks it (F109)",
+    "cubic_clock_stops_when_idle": "not a bug: RFC 9438 §4.2's clock stopped in a pause planted into aioquic, "
+                                   "which lacks it (F110)",
     "reno_called_bbr": "no stock: aioquic has no BBR whose verdicts would define a kill; "
                        "tests/test_bbr_properties.py holds every BBR property to failing it",
 }
