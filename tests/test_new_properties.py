@@ -16,7 +16,9 @@ Slow: each case is a pytest run of one property (a few seconds of virtual time e
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -243,9 +245,6 @@ def test_a_property_that_draws_its_pause_replays_that_pause_and_its_schedule(tmp
     well as its schedule (the restart after idle some senders make hides the rule
     after long pauses, F110): the replay line runs the failing example's pause and
     schedule again, and fails the same way."""
-    import json
-    import re
-
     node = "properties/test_congestion_avoidance.py::test_cubic_clock_stops_while_application_limited"
     r = _run(node, "tests.mutants.cubic_clock_through_idle:CubicClockThroughIdle", tmp_path / "art")
     assert r.returncode == 1 and "[deviation: cubic-clock-ran-while-idle]" in r.stdout, r.stdout[-3000:]
@@ -261,8 +260,6 @@ def test_a_property_that_draws_its_pause_replays_that_pause_and_its_schedule(tmp
 
 
 def test_a_replay_draws_the_plan_value_it_saved(tmp_path, monkeypatch):
-    import json
-
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
